@@ -1,0 +1,41 @@
+"""Knob sets of the kernels, shared by the kernels' launchers and by `mymetaops.model`.
+
+They sit here, outside both, so the model can describe a kernel without importing it and a kernel
+module never imports the model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NativeEmbeddingBagConfig:
+    """Mirror of `mymetaops::EmbeddingBagConfig` (csrc/include/mymetaops/embedding_bag.h)."""
+
+    vec_bytes: int  # bytes per row access per lane: 16, 8, 4 or 2 (>= element size)
+    lanes_per_bag: int  # lanes cooperating on one bag (power of two, <= warp/wavefront size)
+    unroll: int  # rows of one bag each lane keeps in flight: 1, 2, 4 or 8
+    block_threads: int  # threads per block (multiple of the warp/wavefront size)
+
+    def as_list(self) -> list[int]:
+        return [self.vec_bytes, self.lanes_per_bag, self.unroll, self.block_threads]
+
+    def __str__(self) -> str:
+        return f"vec{self.vec_bytes}B lanes{self.lanes_per_bag} unroll{self.unroll} block{self.block_threads}"
+
+
+@dataclass(frozen=True)
+class TritonEmbeddingBagConfig:
+    """Knobs of the Triton embedding_bag kernels (mymetaops/triton/embedding_bag.py).
+
+    One program owns one bag (forward, per-sample-weights backward) or one distinct row
+    (weight backward) and a BLOCK_D-wide slice of the embedding dimension; it loads BLOCK_L rows
+    per step, so BLOCK_L rows of BLOCK_D elements are in flight per program.
+    """
+
+    block_l: int  # rows loaded per step (power of two)
+    block_d: int  # columns per program (power of two); grid dim 1 = cdiv(dim, block_d)
+    num_warps: int
+
+    def __str__(self) -> str:
+        return f"L{self.block_l} D{self.block_d} w{self.num_warps}"
