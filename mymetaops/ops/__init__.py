@@ -1,0 +1,1 @@
+"""Python wrappers, fake kernels, autograd and GPU dispatch, one module per op family."""

@@ -1,0 +1,94 @@
+"""Builds mymetaops._C.
+
+CPU kernels always; cuda/ when torch is a CUDA build, hip/ when torch is a ROCm build.
+Environment:
+  MYMETAOPS_GPU=auto|0          0 builds the CPU kernels only, whatever torch is.
+  MYMETAOPS_CUDA_ARCHS="90a;100a"  CUDA targets (compute capabilities, ';'-separated).
+  PYTORCH_ROCM_ARCH="gfx942;gfx950"  ROCm targets (torch's own variable).
+  MYMETAOPS_HIP_ON_CUDA=1       build hip/ instead of cuda/ through the HIP-on-CUDA shim
+                                (hip/shim), to run the HIP kernels' logic on an NVIDIA GPU.
+"""
+import glob
+import os
+import sys
+
+import torch
+from setuptools import find_packages, setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def env_flag(name, default):
+    return os.environ.get(name, default).strip().lower()
+
+
+def rel(paths):
+    return sorted(os.path.relpath(p, ROOT) for p in paths)
+
+
+def nvidia_wheel_includes():
+    """CUDA torch wheels ship cuBLAS/cuSPARSE headers, which ATen's CUDA headers include."""
+    try:
+        import nvidia  # the nvidia-* wheels torch depends on
+    except ImportError:
+        return []
+    return [d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "cu*", "include"))]
+
+
+def hip_on_cuda_sources():
+    """Wrap each hip/*.hip in a .cu so nvcc compiles it (the shim maps the HIP API to CUDA)."""
+    out_dir = os.path.join(ROOT, "build", "hip_on_cuda")
+    os.makedirs(out_dir, exist_ok=True)
+    sources = []
+    for hip_file in sorted(glob.glob(os.path.join(ROOT, "hip", "*.hip"))):
+        wrapper = os.path.join(out_dir, os.path.basename(hip_file)[: -len(".hip")] + ".cu")
+        text = f'#include "{hip_file}"\n'
+        if not os.path.exists(wrapper) or open(wrapper).read() != text:
+            with open(wrapper, "w") as f:
+                f.write(text)
+        sources.append(wrapper)
+    return rel(sources)
+
+
+def extension():
+    cpu_sources = rel(glob.glob(os.path.join(ROOT, "csrc", "**", "*.cpp"), recursive=True))
+    gpu_glue = [s for s in cpu_sources if s.endswith("_gpu.cpp")]
+    cpu_sources = [s for s in cpu_sources if s not in gpu_glue]
+    include_dirs = [os.path.join(ROOT, "csrc", "include")]
+    cxx_flags = ["-O3"]  # the C++ standard is the one torch asks for (C++20 from torch 2.13)
+    want_gpu = env_flag("MYMETAOPS_GPU", "auto") != "0"
+
+    if want_gpu and torch.version.hip:
+        os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx942;gfx950")
+        sources = cpu_sources + gpu_glue + rel(glob.glob(os.path.join(ROOT, "hip", "*.hip")))
+        return CUDAExtension(
+            "mymetaops._C", sources, include_dirs=include_dirs,
+            extra_compile_args={"cxx": cxx_flags + ["-DMYMETAOPS_ROCM"],
+                                "nvcc": ["-O3"]})
+    if want_gpu and torch.version.cuda:
+        archs = os.environ.get("MYMETAOPS_CUDA_ARCHS", "90a;100a").split(";")
+        gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs if a]
+        if env_flag("MYMETAOPS_HIP_ON_CUDA", "0") == "1":
+            kernels = hip_on_cuda_sources()
+            include_dirs.append(os.path.join(ROOT, "hip", "shim"))
+        else:
+            kernels = rel(glob.glob(os.path.join(ROOT, "cuda", "*.cu")))
+        return CUDAExtension(
+            "mymetaops._C", cpu_sources + gpu_glue + kernels,
+            include_dirs=include_dirs + nvidia_wheel_includes(),
+            extra_compile_args={"cxx": cxx_flags,
+                                "nvcc": ["-O3"] + gencode})
+    return CppExtension("mymetaops._C", cpu_sources, include_dirs=include_dirs,
+                        extra_compile_args={"cxx": cxx_flags})
+
+
+setup(
+    name="mymetaops",
+    version="0.1.0",
+    description="Dual-vendor (CUDA + HIP) PyTorch operators for recommendation-model training",
+    packages=find_packages(include=["mymetaops", "mymetaops.*"]),
+    python_requires=">=3.10",
+    ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)
