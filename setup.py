@@ -2,7 +2,8 @@
 
 CPU kernels always; cuda/ when torch is a CUDA build, hip/ when torch is a ROCm build.
 Environment:
-  MYMETAOPS_GPU=auto|0          0 builds the CPU kernels only, whatever torch is.
+  MYMETAOPS_GPU=auto|0|1        auto: GPU kernels when torch has CUDA/ROCm and its toolkit is found
+                                (else CPU only, said loudly); 0: CPU only; 1: GPU or fail.
   MYMETAOPS_CUDA_ARCHS="90a;100a"  CUDA targets (compute capabilities, ';'-separated).
   PYTORCH_ROCM_ARCH="gfx942;gfx950"  ROCm targets (torch's own variable).
   MYMETAOPS_HIP_ON_CUDA=1       build hip/ instead of cuda/ through the HIP-on-CUDA shim
@@ -14,7 +15,7 @@ import sys
 
 import torch
 from setuptools import find_packages, setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+from torch.utils.cpp_extension import CUDA_HOME, ROCM_HOME, BuildExtension, CppExtension, CUDAExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -57,7 +58,15 @@ def extension():
     cpu_sources = [s for s in cpu_sources if s not in gpu_glue]
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
     cxx_flags = ["-O3"]  # the C++ standard is the one torch asks for (C++20 from torch 2.13)
-    want_gpu = env_flag("MYMETAOPS_GPU", "auto") != "0"
+    want_gpu = env_flag("MYMETAOPS_GPU", "auto")
+    toolkit = ROCM_HOME if torch.version.hip else CUDA_HOME if torch.version.cuda else None
+    if want_gpu == "1" and toolkit is None:
+        sys.exit("MYMETAOPS_GPU=1: torch has no CUDA/ROCm, or its toolkit was not found "
+                 "(set CUDA_HOME / ROCM_HOME)")
+    if want_gpu == "auto" and toolkit is None and (torch.version.cuda or torch.version.hip):
+        print("mymetaops: WARNING: torch is a GPU build but no CUDA/ROCm toolkit was found; "
+              "building the CPU kernels only (set CUDA_HOME / ROCM_HOME)", file=sys.stderr)
+    want_gpu = want_gpu != "0" and toolkit is not None
 
     if want_gpu and torch.version.hip:
         os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx942;gfx950")
@@ -78,7 +87,7 @@ def extension():
             "mymetaops._C", cpu_sources + gpu_glue + kernels,
             include_dirs=include_dirs + nvidia_wheel_includes(),
             extra_compile_args={"cxx": cxx_flags,
-                                "nvcc": ["-O3"] + gencode})
+                                "nvcc": ["-O3", "--threads", "0"] + gencode})  # archs in parallel
     return CppExtension("mymetaops._C", cpu_sources, include_dirs=include_dirs,
                         extra_compile_args={"cxx": cxx_flags})
 

@@ -1,0 +1,102 @@
+"""A toy recommendation model trained with mymetaops on the present device.
+
+    python -m mymetaops.demo [--steps 30] [--device cpu|cuda]
+
+Three embedding tables pooled with `mymetaops.embedding_bag` (jagged bags, empty ones included),
+a bottom MLP for dense features and a top MLP; a few SGD steps on synthetic clicks. It prints the
+loss and the kernel the model picks for each table (and, on a CPU-only machine, what it would pick
+on an H200 and an MI350X).
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch import nn
+
+import mymetaops
+
+TABLE_ROWS = (200_000, 50_000, 1_000)
+EMBEDDING_DIM = 64
+MEAN_BAG_SIZE = (20, 8, 2)
+DENSE_FEATURES = 13
+
+
+class ToyRecsys(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tables = nn.ParameterList(
+            nn.Parameter(torch.randn(rows, EMBEDDING_DIM) * 0.05) for rows in TABLE_ROWS)
+        self.bottom = nn.Sequential(nn.Linear(DENSE_FEATURES, EMBEDDING_DIM), nn.ReLU())
+        self.top = nn.Sequential(nn.Linear(EMBEDDING_DIM * (len(TABLE_ROWS) + 1), 128), nn.ReLU(),
+                                 nn.Linear(128, 1))
+
+    def forward(self, dense, sparse):
+        pooled = [mymetaops.embedding_bag(indices, table, offsets, mode="sum")
+                  for table, (indices, offsets) in zip(self.tables, sparse)]
+        return self.top(torch.cat([self.bottom(dense)] + pooled, dim=1)).squeeze(1)
+
+
+def synthetic_batch(batch_size, generator, device):
+    """Dense features, jagged sparse features per table, and clicks that depend on both."""
+    dense = torch.randn(batch_size, DENSE_FEATURES, generator=generator)
+    sparse = []
+    for rows, mean_size in zip(TABLE_ROWS, MEAN_BAG_SIZE):
+        lengths = torch.randint(0, 2 * mean_size + 1, (batch_size,), generator=generator)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)[:-1]])
+        indices = torch.randint(0, rows, (int(lengths.sum()),), generator=generator)
+        sparse.append((indices.to(device), offsets.to(device)))
+    first_table_rows = sparse[0][0].cpu()
+    hot = torch.zeros(batch_size).index_add_(
+        0, torch.repeat_interleave(torch.arange(batch_size), torch.diff(
+            torch.cat([sparse[0][1].cpu(), torch.tensor([first_table_rows.numel()])]))),
+        (first_table_rows % 7 == 0).float())
+    clicks = ((dense[:, 0] + hot - 0.5) > 0).float()
+    return dense.to(device), sparse, clicks.to(device)
+
+
+def print_dispatch(model, sparse, device):
+    print("== dispatch: the kernel the model picks for each table ==")
+    targets = [None] if device.type == "cuda" else ["H200", "MI350X"]
+    if device.type != "cuda":
+        print("No GPU here: the C++ CPU kernels run; below is what the model would pick on GPUs.")
+    for target in targets:
+        for table, (indices, offsets) in zip(model.tables, sparse):
+            meta_table = table.detach().to("meta") if target else table.detach()
+            meta_idx = indices.to("meta") if target else indices
+            meta_off = offsets.to("meta") if target else offsets
+            decision, = mymetaops.explain("embedding_bag", meta_idx, meta_table, meta_off,
+                                          mode="sum", device=target, print_result=False)
+            choice = decision.choice
+            print(f"  {decision.hardware.name:>8}  table {tuple(table.shape)}: {choice.backend} "
+                  f"[{choice.config}] predicted {choice.time_us:.1f} us ({choice.bound}-bound)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Train a toy recsys model on mymetaops ops.")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model = ToyRecsys().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    generator = torch.Generator().manual_seed(0)
+    batches = [synthetic_batch(args.batch_size, generator, device) for _ in range(4)]
+    print(f"mymetaops demo on {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}), "
+          f"backend={mymetaops.current_backend()}")
+    print_dispatch(model, batches[0][1], device)
+    loss_fn = nn.BCEWithLogitsLoss()
+    for step in range(args.steps):
+        dense, sparse, clicks = batches[step % len(batches)]
+        loss = loss_fn(model(dense, sparse), clicks)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 10 == 0 or step == args.steps - 1:
+            print(f"step {step:3d}  loss {loss.item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
