@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import triton
 from triton.testing import do_bench
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
 from shapes import BACKWARD_SHAPE, SHAPES, forward_bytes, make_inputs  # noqa: E402
 
 import mymetaops  # noqa: E402
@@ -61,10 +61,18 @@ def bench_forward(shape, ceiling, quick):
     anchor = median_ms(lambda: F.embedding_bag(indices, weight, offsets_b, mode="sum"))
     decision = eb_ops.decide("embedding_bag", eb_ops.problem_of(weight, indices, offsets, MODE_SUM,
                                                                 None), weight.device)
-    measured = []
-    for cand in decision.candidates:
-        if cand.available:
-            measured.append((median_ms(run_candidate(cand, weight, indices, offsets), quick), cand))
+    # Every candidate runs once before any is timed, then each is timed in two passes of shuffled
+    # order and keeps its better median: whatever runs first on a fresh multi-GB table runs slower.
+    available = [c for c in decision.candidates if c.available]
+    runs = {c: run_candidate(c, weight, indices, offsets) for c in available}
+    for fn in runs.values():
+        fn()
+    best = {}
+    for seed in range(2):
+        order = sorted(available, key=lambda c: hash((seed, str(c.config))))
+        for c in order:
+            best[c] = min(best.get(c, float("inf")), median_ms(runs[c], quick))
+    measured = [(ms, c) for c, ms in best.items()]
     fastest_ms, fastest = min(measured, key=lambda m: m[0])
     chosen_ms = next(ms for ms, c in measured if c == decision.choice)
     torch.testing.assert_close(  # the timed kernels compute the right thing

@@ -121,7 +121,8 @@ LARGE_CASES = [  # (num_rows, dim, bag sizes): wide rows, long bags, tile remain
 
 @pytest.mark.parametrize("num_rows,dim,bag_sizes", LARGE_CASES)
 @pytest.mark.parametrize("dtype", TABLE_DTYPES)
-@pytest.mark.parametrize("backend", ["cpu"] + (GPU_BACKENDS if HAS_GPU else []))
+@pytest.mark.parametrize("backend", ["cpu"] + [pytest.param(b, marks=pytest.mark.gpu)
+                                               for b in GPU_BACKENDS])
 def test_large_shapes(backend, dtype, num_rows, dim, bag_sizes):
     for mode, weighted in (("sum", True), ("mean", False)):
         case = make_case(seed=num_rows + dim, num_rows=num_rows, dim=dim, bag_sizes=bag_sizes,

@@ -1,0 +1,393 @@
+"""Cost model of the embedding_bag kernels: cuda/embedding_bag.cu, hip/embedding_bag.hip and
+mymetaops/triton/embedding_bag.py. Count first (bytes, random accesses, instructions, blocks,
+latency chains), then turn the counts into time with the device's bandwidths, access rate,
+latency and issue rate.
+
+Every kernel is a random row gather. A work item (a bag; in the backward, a run of one row in the
+sorted plan) walks its rows in steps; a step loads its indices, then the rows they name: two
+dependent round trips. So speed is memory-level parallelism, Little's law with queueing:
+    throughput = bytes in flight / loaded latency,  loaded = unloaded * (1 + K * rho / (1 - rho)),
+rho being the fraction of the roofline bandwidth in use (solved in closed form: a smooth knee).
+HBM also caps random *accesses*, one per gathered row: rows of 64-128 B are access-bound before
+byte-bound. (Column chunks of a row cost nothing extra in the forward and backward; in the psw
+backward, which fetches them back to back inside a step, each chunk under a cache line is an
+access of its own.) Lines written at random stall the bus (write turnaround) on top of
+everything else, and launching a block costs SM time (it matters for grids of tiny blocks):
+    t = launch + (t_bytes^P + t_accesses^P + t_issue^P + t_blocks^P)^(1/P) + t_random_writes
+Items flow through the resident slots (occupancy from registers), but no faster than whole waves
+of latency chains.
+Tags: [M] measured on this project's H200, 2026-11, with torch tensors (every native config and
+~40 Triton configs on the four benchmark shapes, 16 calibration and validation shapes, forward
+and both backwards); [D] datasheet, compiler or ISA fact; [A] assumed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from mymetaops.configs import NativeEmbeddingBagConfig, TritonEmbeddingBagConfig
+
+from .hardware import HardwareSpec
+
+ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+INDEX_BYTES = {"int32": 4, "int64": 8}
+OPS = ("embedding_bag", "embedding_bag_backward", "embedding_bag_per_sample_weights_backward")
+FORWARD, BACKWARD, PSW_BACKWARD = OPS
+
+# --- memory system -------------------------------------------------------------------------------
+QUEUEING_K = 0.1  # [M] loaded-latency growth: fits H200 gathers at 26-85% load within 7%
+OVERLAP_P = 4.0  # [M] bytes, accesses and issue overlap imperfectly: a p-norm, not a max
+GATHER_EFFICIENCY = 0.92  # [M] random-row traffic reaches this share of the copy bandwidth (H200)
+LLC_USABLE_FRACTION = 0.75  # [A] share of the last-level cache a gathered tensor keeps
+CACHE_LINE_BYTES = 128  # [D] L2 line (Hopper, Blackwell, CDNA): random writes reach DRAM per line
+# --- native kernels ------------------------------------------------------------------------------
+MAX_BLOCK_THREADS = 1024  # [D] the kernels are built for 1024-thread blocks: it caps registers
+NATIVE_BLOCK_THREADS = 256  # [M] 128 / 256 / 512 ran within 1-2% of each other
+UNROLLS = (1, 2, 4, 8)
+# [M] ptxas -v sm_90a: registers ~= base + held + unroll * (vec / 4 + per row), per op (per row:
+# 64-bit address, scale, predicate; + the row's dot product in the psw backward).
+NATIVE_REGISTERS = {FORWARD: (28, 4), BACKWARD: (22, 2), PSW_BACKWARD: (28, 5)}
+REGISTER_GRANULE = 8  # [D] allocation unit per thread (both vendors); also the estimate's error
+NATIVE_STEP_INSTR = 12  # [A] warp instructions per step: loop, bounds, index loads, compares
+NATIVE_ROW_INSTR = 8  # [A] per unrolled row: address, predicate, load, scale
+INSTR_PER_ELEMENT = {4: 1.0, 2: 1.5}  # [A] an FMA per element, + a conversion for 16-bit types
+# --- Triton kernels ------------------------------------------------------------------------------
+TRITON_BLOCK_L = (4, 8, 16, 32)
+TRITON_MAX_BLOCK_D = 512  # the kernel allows 1024; wider slices only add registers
+TRITON_MAX_TILE = 16384  # [D] kernel limit on block_l * block_d
+TRITON_ELEMS_PER_THREAD = (8, 64)  # [M] fewer never won on the H200; [A] more spill
+TRITON_BASE_REGISTERS = 24  # [A] program ids, bounds, base pointers
+TRITON_LOAD_INSTR = 4  # [A] per vector load and thread: 64-bit address and mask
+TRITON_PROGRAM_INSTR = 150  # [M] warp instructions per program and warp (fitted, backward)
+TRITON_STEP_INSTR = 250  # [M] per step and warp: index load, 64-bit addresses, masks, reductions
+TRITON_LAUNCH_EXTRA_US = 2.0  # [A] Triton's Python launcher does more host work per call
+# [M] What the counts miss (layout conversions, the tile reduction each step), one factor per
+# num_warps: 2 warps ran 1.0-2.3x (median 1.3x) slower than 1; 4 and 8 warps 2-8x: not offered.
+TRITON_SLOWDOWN = {1: 1.1, 2: 1.45}
+# [M] The forward on the H200 benchmark shapes (bench/results/2026-11-30-*, every candidate timed
+# after a warm-up pass, in shuffled order): 1 warp ran at 0.80-0.84x and 2 warps at 0.55-0.73x of
+# the times the factors above predict; its [BLOCK_L, BLOCK_D] tile keeps more rows in flight than
+# the counts credit. Backward factors stay as above (not re-measured).
+TRITON_FORWARD_SLOWDOWN = {1: 0.9, 2: 0.95}
+# --- torch glue of the backward (the same for every backend) ------------------------------------
+SORT_BITS_PER_PASS = 8  # [D] CUB onesweep radix sort over all key bits (torch.sort)
+# [M] torch.sort of 0.66M / 1.64M / 2.1M int64 keys took 161 / 268 / 317 us: a fixed cost, and its
+# passes at a fraction of the copy bandwidth.
+SORT_FIXED_US = 90.0
+SORT_BANDWIDTH_FRACTION = 0.55
+
+
+@dataclass(frozen=True)
+class EmbeddingBagProblem:
+    num_rows: int
+    dim: int
+    num_bags: int
+    num_indices: int
+    weight_dtype: str = "fp32"  # "fp32" | "fp16" | "bf16"
+    index_dtype: str = "int64"  # "int32" | "int64"
+    mode: str = "sum"  # "sum" | "mean"
+    has_per_sample_weights: bool = False
+    align_bytes: int = 16  # largest power of two <= 16 dividing row bytes, row stride and pointers
+
+    def __post_init__(self) -> None:
+        if self.weight_dtype not in ELEMENT_BYTES or self.index_dtype not in INDEX_BYTES:
+            raise ValueError(f"unsupported dtypes {self.weight_dtype}/{self.index_dtype}")
+        if self.mode not in ("sum", "mean"):
+            raise ValueError(f"mode must be 'sum' or 'mean', got {self.mode!r}")
+        if min(self.num_rows, self.dim, self.num_bags, self.num_indices) < 0:
+            raise ValueError("sizes must be non-negative")
+        if self.align_bytes not in (1, 2, 4, 8, 16):
+            raise ValueError(f"align_bytes must be a power of two <= 16, got {self.align_bytes}")
+
+    @property
+    def elt(self) -> int:
+        return ELEMENT_BYTES[self.weight_dtype]
+
+    @property
+    def row_bytes(self) -> int:
+        return self.dim * self.elt
+
+
+def describe(p: EmbeddingBagProblem) -> str:
+    per_bag = p.num_indices / p.num_bags if p.num_bags else 0.0
+    extras = ", per-sample weights" if p.has_per_sample_weights else ""
+    return (f"{p.num_rows} rows x {p.dim} {p.weight_dtype}, {p.num_bags} bags, {p.num_indices} "
+            f"{p.index_dtype} indices ({per_bag:.1f}/bag), {p.mode}{extras}, {p.align_bytes}-byte aligned")
+
+
+class Estimate(NamedTuple):  # a tuple, not a dataclass: built for every candidate, so kept cheap
+    time_us: float
+    bound: str  # "memory" | "latency" | "compute" | "launch"
+    detail: str
+    margin: float  # bytes in flight / bytes in flight that saturate memory (robustness tie-break)
+    registers: int
+    pieces: int  # pieces a row is fetched in (robustness tie-break)
+
+
+# --- counting: what an op moves, whatever the kernel ---------------------------------------------
+
+def expected_distinct(num_rows: int, draws: int) -> float:
+    """Expected distinct rows among `draws` uniform random picks of `num_rows`: R(1 - e^(-N/R))."""
+    return num_rows * -math.expm1(-draws / num_rows) if num_rows else 0.0
+
+
+def _fetch_bytes(row_bytes: int, align: int, sector: int) -> float:
+    """Mean whole-sector bytes read for one row. Rows start at multiples of the row stride from a
+    base that is sector-aligned when fully (16-byte) aligned, as torch allocations are; a less
+    aligned base (a view) can start anywhere at multiples of `align`."""
+    step = math.gcd(row_bytes, sector) if align == 16 else math.gcd(math.gcd(row_bytes, sector), align)
+    starts = range(0, sector, step)
+    return sum(-(-(s + row_bytes) // sector) for s in starts) * sector / len(starts)
+
+
+def _hit_fraction(hw: HardwareSpec, footprint: float) -> float:
+    """Uniformly random rows of `footprint` bytes: the cache holds usable/footprint of them."""
+    usable = hw.l2_bytes * LLC_USABLE_FRACTION
+    return 1.0 if footprint <= usable else usable / footprint
+
+
+class Work:
+    """One op on one device, counted once; the per-config estimates read it."""
+
+    def __init__(self, op: str, p: EmbeddingBagProblem, hw: HardwareSpec):
+        if op not in OPS:
+            raise ValueError(f"unknown op {op!r}; known: {', '.join(OPS)}")
+        self.op, self.p, self.hw = op, p, hw
+        self.elt, self.row_bytes = p.elt, p.row_bytes
+        ib, n, b = INDEX_BYTES[p.index_dtype], p.num_indices, p.num_bags
+        fetch = _fetch_bytes(p.row_bytes, p.align_bytes, hw.sector_bytes) if p.dim else 0.0
+        self.glue_us, self.glue = 0.0, ""
+        self.random_writes = 0.0  # cache lines written at random places
+        if op == BACKWARD:
+            distinct = expected_distinct(p.num_rows, n)
+            self.units, self.active, self.rows = n, distinct, (n / distinct if distinct else 0.0)
+            self.hit = _hit_fraction(hw, b * p.row_bytes)  # grad_output rows are re-read
+            scales = 4 if p.mode == "mean" or p.has_per_sample_weights else 0
+            self.step_elem = 8  # sorted bag ids
+            stream, written = n * (ib + 8 + scales), distinct * p.row_bytes
+            self.random_writes = distinct * -(-p.row_bytes // CACHE_LINE_BYTES)
+            self._glue(n, ib, scales)
+        else:
+            self.units, self.active, self.rows = b, b, (n / b if b else 0.0)
+            self.hit = _hit_fraction(hw, p.num_rows * p.row_bytes)
+            self.step_elem = ib
+            stream = (b + 1) * ib + n * ib  # offsets + indices
+            if op == FORWARD:
+                written = b * p.row_bytes
+                stream += n * p.elt if p.has_per_sample_weights else 0
+            else:  # the grad rows, read once per bag; a dot product per lookup written
+                stream, written = stream + b * p.row_bytes, n * p.elt
+        gather = self.active * self.rows * fetch
+        self.cache_bytes = gather * self.hit
+        self.dram_bytes = gather - self.cache_bytes + stream + written
+        # Every byte crosses the last-level cache; DRAM bytes also cross HBM.
+        self.roofline_us = max(self.dram_bytes / (hw.achievable_hbm_tbps * GATHER_EFFICIENCY),
+                               (self.dram_bytes + self.cache_bytes) / hw.llc_tbps) / 1e6
+        self.row_ns = self.hit * hw.llc_latency_ns + (1.0 - self.hit) * hw.mem_latency_ns
+        self.active_fraction = self.active / self.units if self.units else 0.0
+        # The same for every config: hoisted out of the per-config work.
+        self.us_per_instr = 1e-3 / (hw.sm_count * hw.issue_lanes_per_clock / hw.warp_size * hw.clock_ghz)
+        self.access_us = self.active * self.rows * (1.0 - self.hit) / hw.dram_access_rate_g * 1e-3
+        self.write_us = self.random_writes / hw.dram_access_rate_g * 1e-3
+        self.us_per_block = hw.block_launch_cycles / hw.clock_ghz * 1e-3 / hw.sm_count
+        self.all_bytes = self.dram_bytes + self.cache_bytes
+        self.moved = (f"{gather / 1e6:.0f} MB gathered ({self.hit:.0%} cached) + "
+                      f"{(stream + written) / 1e6:.0f} MB streamed")
+
+    def _glue(self, n: int, ib: int, scales: int) -> None:
+        """torch work of every backend's backward: zero the dense grad, sort the lookups by row."""
+        p, hw = self.p, self.hw
+        bw = hw.achievable_hbm_tbps * 1e6  # bytes per us
+        zero_bytes = p.num_rows * p.row_bytes
+        zero_us = zero_bytes / bw + hw.launch_overhead_us
+        passes = math.ceil(ib * 8 / SORT_BITS_PER_PASS)
+        # Each pass reads and writes keys + int64 positions; then bags (and scales) are permuted.
+        sort_us = (SORT_FIXED_US + passes * 2 * n * (ib + 8) / (bw * SORT_BANDWIDTH_FRACTION)
+                   + n * (16 + 2 * scales) / bw)
+        self.glue_us = zero_us + sort_us
+        self.glue = (f"; + glue {self.glue_us:.0f} us (zero-fill {zero_bytes / 1e9:.2f} GB {zero_us:.0f} us, "
+                     f"sort of {n} keys {sort_us:.0f} us)")
+
+    def steps(self, per_step: int) -> float:
+        """Row-loading steps of an active item walking its rows `per_step` at a time. Backward
+        runs have random lengths: on average their last step is half used."""
+        if self.op == BACKWARD:
+            return self.rows / per_step + (per_step - 1) / (2 * per_step)
+        return float(math.ceil(self.rows / per_step))
+
+    def estimate(self, registers: int, resident: float, chain_ns: float, warp_instr: float, blocks: float,
+                 pieces: int, accesses_per_row: int, launch_us: float, slowdown: float,
+                 occupancy: str) -> Estimate:
+        """Time of one launch: `resident` active items at once, each a `chain_ns` dependent chain."""
+        active = self.active
+        if active <= 0 or self.roofline_us <= 0 or resident <= 0:
+            return Estimate(launch_us + self.glue_us, "launch", "nothing to gather" + self.glue, math.inf,
+                            registers, pieces)
+        per_item = self.roofline_us / active  # us per item at full bandwidth
+        q_item = per_item * 1e3 / chain_ns  # bandwidth one item in flight carries, over the roofline
+        # Items flow through `resident` slots; but no faster than whole waves of unloaded chains.
+        bytes_us = max(active * per_item / _utilization(min(resident, active) * q_item),
+                       math.ceil(active / resident) * chain_ns * 1e-3)
+        issue_us = warp_instr * self.us_per_instr
+        access_us = self.access_us * accesses_per_row
+        block_us = blocks * self.us_per_block
+        body = (bytes_us ** OVERLAP_P + access_us ** OVERLAP_P + issue_us ** OVERLAP_P
+                + block_us ** OVERLAP_P) ** (1 / OVERLAP_P)
+        body = (body + self.write_us) * slowdown
+        margin = min(resident, active) * q_item
+        if launch_us >= body:
+            bound = "launch"
+        elif max(issue_us, block_us) >= max(bytes_us, access_us):
+            bound = "compute"
+        else:
+            bound = "memory" if access_us >= bytes_us or margin >= 1.0 else "latency"
+        detail = (f"{self.moved} at {self.all_bytes / body * 1e-6:.2f} TB/s; {occupancy}; "
+                  f"in flight {margin:.1f}x the need{self.glue}")
+        return Estimate(launch_us + body + self.glue_us, bound, detail, margin, registers, pieces)
+
+
+def _utilization(q: float) -> float:
+    """rho solving rho * (1 + K rho / (1 - rho)) = q, where q is the bandwidth the bytes in flight
+    would carry at unloaded latency over the roofline bandwidth."""
+    a, b = 1.0 - QUEUEING_K, 1.0 + q
+    return (b - math.sqrt(b * b - 4.0 * a * q)) / (2.0 * a)
+
+
+def _resident_blocks(hw: HardwareSpec, block_threads: int, registers: int) -> int:
+    """Blocks per SM/CU: thread, block and register limits (registers are per warp partition)."""
+    per_partition = hw.registers_per_sm // hw.register_partitions
+    warps_by_regs = hw.register_partitions * (per_partition // (registers * hw.warp_size))
+    return min(hw.max_blocks_per_sm, hw.max_threads_per_sm // block_threads,
+               warps_by_regs // (block_threads // hw.warp_size))
+
+
+def _active_resident(blocks: int, items_per_block: int, active_fraction: float) -> float:
+    """Active items resident at once. Blocks without an active item retire at once, so resident
+    blocks hold at least one: E[active | >= 1] of binomial(items_per_block, active_fraction)."""
+    if active_fraction <= 0.0 or active_fraction >= 1.0:
+        return blocks * items_per_block * min(active_fraction, 1.0)
+    mean = items_per_block * active_fraction
+    return blocks * mean / -math.expm1(items_per_block * math.log1p(-active_fraction))
+
+
+def _round_up(x: float, to: int) -> int:
+    return int(-(-x // to) * to)
+
+
+# --- native kernels ------------------------------------------------------------------------------
+
+def native_registers(op: str, p: EmbeddingBagProblem, hw: HardwareSpec, c: NativeEmbeddingBagConfig) -> int | None:
+    """Registers per thread, or None where the kernel would spill: 1024-thread blocks cap them
+    (64 on NVIDIA, 128 VGPRs on CDNA); one granule over the estimate is within its error."""
+    words = c.vec_bytes // 4 or 1
+    base, per_row = NATIVE_REGISTERS[op]
+    held = words if op == PSW_BACKWARD else c.vec_bytes // p.elt  # grad slice / fp32 accumulators
+    need = base + held + c.unroll * (words + per_row)
+    cap = hw.registers_per_sm // MAX_BLOCK_THREADS
+    return None if need > cap + REGISTER_GRANULE else min(_round_up(need, REGISTER_GRANULE), cap)
+
+
+def native_configs(op: str, p: EmbeddingBagProblem, hw: HardwareSpec) -> list[tuple[NativeEmbeddingBagConfig, int]]:
+    """(config, registers): the widest legal vector; lanes from 1 to the warp size except
+    pointless extremes (pieces under 1/4 of the row only add steps and instructions: never faster
+    on the H200 [M] -- but a full warp is kept for long rows; lanes beyond twice the row idle);
+    no unroll that would spill."""
+    vec = min(16, p.align_bytes)
+    if vec < p.elt:  # the native kernels need vec_bytes >= the element size
+        return []
+    out = []
+    lanes = 1
+    while lanes <= hw.warp_size:
+        # A whole warp/wavefront per bag is always offered: the kernels take any row length.
+        useful = lanes * vec * 4 >= p.row_bytes or lanes == hw.warp_size
+        if useful and lanes * vec <= 2 * max(p.row_bytes, vec):
+            for unroll in UNROLLS:
+                c = NativeEmbeddingBagConfig(vec, lanes, unroll, NATIVE_BLOCK_THREADS)
+                regs = native_registers(op, p, hw, c)
+                if regs is not None:
+                    out.append((c, regs))
+        lanes *= 2
+    return out
+
+
+def native_estimate(w: Work, c: NativeEmbeddingBagConfig, regs: int) -> Estimate:
+    hw = w.hw
+    blocks = _resident_blocks(hw, c.block_threads, regs) * hw.sm_count
+    piece = c.lanes_per_bag * c.vec_bytes
+    chunks = max(1, -(-w.row_bytes // piece))
+    # A step's indices miss to DRAM once per sector of them; later column chunks find them cached.
+    index_ns = min(1.0, c.unroll * w.step_elem / hw.sector_bytes) * hw.mem_latency_ns
+    if w.op == PSW_BACKWARD:  # column chunks loop inside each step
+        steps, step_ns = w.steps(c.unroll), index_ns + chunks * w.row_ns
+    else:
+        steps, step_ns = w.steps(c.unroll) * chunks, index_ns / chunks + w.row_ns
+    row_instr = NATIVE_ROW_INSTR + c.vec_bytes // w.elt * INSTR_PER_ELEMENT[w.elt]
+    if w.op == PSW_BACKWARD:  # butterfly sum of each row's dot product
+        row_instr += 2 * math.log2(c.lanes_per_bag)
+    groups_per_warp = max(1, hw.warp_size // c.lanes_per_bag)  # narrow groups share instructions
+    return w.estimate(
+        regs, _active_resident(blocks, c.block_threads // c.lanes_per_bag, w.active_fraction),
+        hw.mem_latency_ns + steps * step_ns,  # chain: the offsets / run-start load, then the steps
+        w.active * steps * (NATIVE_STEP_INSTR + c.unroll * row_instr) / groups_per_warp,
+        -(-w.units // (c.block_threads // c.lanes_per_bag)), chunks,
+        chunks if w.op == PSW_BACKWARD and piece < CACHE_LINE_BYTES else 1,
+        hw.launch_overhead_us, 1.0,
+        f"{blocks // hw.sm_count * c.block_threads // hw.warp_size} warps/SM ({regs} regs), "
+        f"{min(piece, w.row_bytes)} B pieces")
+
+
+# --- Triton kernels ------------------------------------------------------------------------------
+
+def triton_vector_bytes(p: EmbeddingBagProblem) -> int:
+    """Triton vectorizes a row access only when it knows the row stride (the dim of a contiguous
+    table) is a multiple of 16 elements and the base 16-byte aligned [D: its divisibility hints]."""
+    return 16 if p.dim % 16 == 0 and p.align_bytes == 16 else ELEMENT_BYTES[p.weight_dtype]
+
+
+def triton_registers(p: EmbeddingBagProblem, hw: HardwareSpec, c: TritonEmbeddingBagConfig) -> int:
+    per_thread = c.block_l * c.block_d / (c.num_warps * hw.warp_size)
+    elt = ELEMENT_BYTES[p.weight_dtype]
+    tile = per_thread * (elt / 4 + (elt < 4))  # loaded words (+ their fp32 copies)
+    pointers = 2 * per_thread * elt / triton_vector_bytes(p)  # a 64-bit address per vector
+    return min(_round_up(TRITON_BASE_REGISTERS + tile + pointers, REGISTER_GRANULE), hw.max_registers_per_thread)
+
+
+def triton_configs(p: EmbeddingBagProblem, hw: HardwareSpec) -> list[TritonEmbeddingBagConfig]:
+    """Whole-row slices and half-row ones (twice the programs), each BLOCK_L x num_warps whose
+    threads hold a sensible share of the tile."""
+    full = max(16, min(TRITON_MAX_BLOCK_D, 1 << (p.dim - 1).bit_length()))
+    out = []
+    for bd in sorted({full, max(16, full // 2)}):
+        for bl in TRITON_BLOCK_L:
+            for nw in TRITON_SLOWDOWN:
+                low, high = TRITON_ELEMS_PER_THREAD
+                if bl * bd <= TRITON_MAX_TILE and low <= bl * bd / (nw * hw.warp_size) <= high:
+                    out.append(TritonEmbeddingBagConfig(bl, bd, nw))
+    return out
+
+
+def triton_estimate(w: Work, c: TritonEmbeddingBagConfig) -> Estimate:
+    p, hw = w.p, w.hw
+    regs = triton_registers(p, hw, c)
+    blocks = _resident_blocks(hw, c.num_warps * hw.warp_size, regs) * hw.sm_count
+    d_chunks = max(1, -(-p.dim // c.block_d))
+    index_ns = min(1.0, c.block_l * w.step_elem / hw.sector_bytes) * hw.mem_latency_ns
+    if w.op == PSW_BACKWARD:  # one program per bag loops over the columns inside each step
+        slices, steps = 1, w.steps(c.block_l) * d_chunks
+        step_ns = index_ns / d_chunks + w.row_ns
+    else:  # one program per (item, column slice)
+        slices, steps = d_chunks, w.steps(c.block_l)
+        step_ns = index_ns + w.row_ns
+    per_thread = c.block_l * c.block_d / (c.num_warps * hw.warp_size)
+    loads = per_thread * w.elt / triton_vector_bytes(p)
+    step_instr = TRITON_STEP_INSTR + per_thread * INSTR_PER_ELEMENT[w.elt] + loads * TRITON_LOAD_INSTR
+    warps = c.num_warps * slices
+    return w.estimate(
+        regs, _active_resident(blocks, 1, w.active_fraction) / slices,  # an item is `slices` programs
+        hw.mem_latency_ns + steps * step_ns,
+        warps * (w.units * TRITON_PROGRAM_INSTR + w.active * steps * step_instr),
+        w.units * slices, d_chunks, d_chunks if w.op == PSW_BACKWARD and c.block_d * w.elt < CACHE_LINE_BYTES else 1,
+        hw.launch_overhead_us + TRITON_LAUNCH_EXTRA_US,
+        (TRITON_FORWARD_SLOWDOWN if w.op == FORWARD else TRITON_SLOWDOWN)[c.num_warps],
+        f"{blocks // hw.sm_count} programs/SM ({regs} regs), {steps:.1f} steps")

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Compiles every cuda/*.cu stand-alone for sm_90a and sm_100a with all warnings as errors, and
+# fails if any kernel spills registers or has a stack frame (local-memory traffic on the hot path
+# of a gather kernel). Prints one line per kernel and arch: registers, stack, spills. No GPU needed.
+# Usage, from the repo root: scripts/check_cuda.sh
+set -euo pipefail
+
+CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+NVCC="$CUDA_HOME/bin/nvcc"
+# The flags the torch build passes too (setup.py); keep the two in step.
+BUILD_FLAGS=(
+  -std=c++17 -O3 -I csrc/include
+  -gencode=arch=compute_90a,code=sm_90a
+  -gencode=arch=compute_100a,code=sm_100a
+)
+# Checking only: the resource report, warnings as errors (nvcc front end, ptxas, host compiler),
+# and one thread per arch.
+CHECK_FLAGS=(-Xptxas -v -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror --threads 0)
+
+shopt -s nullglob
+sources=(cuda/*.cu)
+if [ ${#sources[@]} -eq 0 ]; then
+  echo "check_cuda: no cuda/*.cu (run from the repo root)" >&2
+  exit 1
+fi
+
+demangle() { if command -v c++filt >/dev/null; then c++filt; else cat; fi; }
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+status=0
+for src in "${sources[@]}"; do
+  name="$(basename "$src" .cu)"
+  log="$tmp/$name.log"
+  if ! "$NVCC" "${BUILD_FLAGS[@]}" "${CHECK_FLAGS[@]}" -c "$src" -o "$tmp/$name.o" \
+      >"$log" 2>&1; then
+    grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' "$log" >&2 || true
+    echo "check_cuda: $src does not compile" >&2
+    status=1
+    continue
+  fi
+  # Anything besides ptxas' resource report is a diagnostic.
+  if grep -v -E '^ptxas info|^ +[0-9]+ bytes stack frame' "$log" >&2; then
+    echo "check_cuda: $src has diagnostics" >&2
+    status=1
+  fi
+  # Per kernel, ptxas -v prints "Compiling entry function '<mangled>' for '<arch>'", then
+  # "<n> bytes stack frame, <n> bytes spill stores, <n> bytes spill loads", then
+  # "Used <n> registers, ...".
+  if ! awk '
+    /Compiling entry function/ { split($0, q, "\047"); name = q[2]; arch = q[4] }
+    /bytes stack frame/ { stack = $1; st = $5; ld = $9 }
+    /Used [0-9]+ registers/ {
+      for (i = 1; i < NF; i++) if ($(i + 1) ~ /^registers/) regs = $i
+      bad = stack != 0 || st != 0 || ld != 0
+      if (bad) fails++
+      printf "%-4s %-7s regs=%-3s stack=%-3s spill_st=%-3s spill_ld=%-3s %s\n", \
+             bad ? "FAIL" : "ok", arch, regs, stack, st, ld, name
+      n++
+    }
+    END { if (n == 0) { print "no kernels found in the ptxas report" > "/dev/stderr"; exit 1 }
+          exit (fails > 0) }
+  ' "$log" >"$tmp/$name.summary"; then
+    echo "check_cuda: $src has kernels with spills or a stack frame" >&2
+    status=1
+  fi
+  # Demangled (when c++filt is there), without the namespace and the parameter list.
+  demangle <"$tmp/$name.summary" |
+    sed -E 's/\(mymetaops::.*//; s/mymetaops::\(anonymous namespace\):://'
+done
+
+if [ "$status" -ne 0 ]; then
+  echo "check_cuda: FAILED" >&2
+  exit 1
+fi
+echo "check_cuda: ok"
