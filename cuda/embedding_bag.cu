@@ -476,6 +476,19 @@ LaunchError dispatch_vec_unroll(const EmbeddingBagConfig& c, F&& f) {
   }
 }
 
+// Calls f(T, IndexT, vec, unroll) (type tags and compile-time constants) for a launch's dtypes and
+// config: the one place where run-time choices become template arguments.
+template <typename F>
+LaunchError dispatch_kernel(DType float_dtype, DType index_dtype, const EmbeddingBagConfig& c,
+                            F&& f) {
+  return dispatch_float(float_dtype, [&](auto t) {
+    return dispatch_index(index_dtype, [&](auto i) {
+      return dispatch_vec_unroll<typename decltype(t)::type>(
+          c, [&](auto v, auto u) { return f(t, i, v, u); });
+    });
+  });
+}
+
 }  // namespace
 
 LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& args,
@@ -516,16 +529,12 @@ LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& args,
   if (LaunchError e = grid_for(args.num_bags, p.num_chunks, config, grid)) return e;
   const int lanes_log2 = log2_int(config.lanes_per_bag);
   auto s = static_cast<cudaStream_t>(stream);
-  return dispatch_float(args.weight_dtype, [&](auto t) {
-    using T = typename decltype(t)::type;
-    return dispatch_index(args.index_dtype, [&](auto i) {
-      using IndexT = typename decltype(i)::type;
-      return dispatch_vec_unroll<T>(config, [&](auto v, auto u) {
-        embedding_bag_forward_kernel<T, IndexT, decltype(v)::value, decltype(u)::value>
-            <<<grid, config.block_threads, 0, s>>>(p, lanes_log2);
-        return launch_status();
-      });
-    });
+  return dispatch_kernel(args.weight_dtype, args.index_dtype, config,
+                         [&](auto t, auto i, auto v, auto u) {
+    embedding_bag_forward_kernel<typename decltype(t)::type, typename decltype(i)::type,
+                                 decltype(v)::value, decltype(u)::value>
+        <<<grid, config.block_threads, 0, s>>>(p, lanes_log2);
+    return launch_status();
   });
 }
 
@@ -559,16 +568,12 @@ LaunchError launch_embedding_bag_backward(const EmbeddingBagBackwardArgs& args,
   if (LaunchError e = grid_for(args.num_positions, p.num_chunks, config, grid)) return e;
   const int lanes_log2 = log2_int(config.lanes_per_bag);
   auto s = static_cast<cudaStream_t>(stream);
-  return dispatch_float(args.grad_dtype, [&](auto t) {
-    using T = typename decltype(t)::type;
-    return dispatch_index(args.index_dtype, [&](auto i) {
-      using RowT = typename decltype(i)::type;
-      return dispatch_vec_unroll<T>(config, [&](auto v, auto u) {
-        embedding_bag_backward_kernel<T, RowT, decltype(v)::value, decltype(u)::value>
-            <<<grid, config.block_threads, 0, s>>>(p, lanes_log2);
-        return launch_status();
-      });
-    });
+  return dispatch_kernel(args.grad_dtype, args.index_dtype, config,
+                         [&](auto t, auto i, auto v, auto u) {
+    embedding_bag_backward_kernel<typename decltype(t)::type, typename decltype(i)::type,
+                                  decltype(v)::value, decltype(u)::value>
+        <<<grid, config.block_threads, 0, s>>>(p, lanes_log2);
+    return launch_status();
   });
 }
 
@@ -609,17 +614,13 @@ LaunchError launch_embedding_bag_per_sample_weights_backward(
   if (LaunchError e = grid_for(args.num_bags, 1, config, grid)) return e;
   const int lanes_log2 = log2_int(config.lanes_per_bag);
   auto s = static_cast<cudaStream_t>(stream);
-  return dispatch_float(args.weight_dtype, [&](auto t) {
-    using T = typename decltype(t)::type;
-    return dispatch_index(args.index_dtype, [&](auto i) {
-      using IndexT = typename decltype(i)::type;
-      return dispatch_vec_unroll<T>(config, [&](auto v, auto u) {
-        embedding_bag_per_sample_weights_backward_kernel<T, IndexT, decltype(v)::value,
-                                                         decltype(u)::value>
-            <<<grid, config.block_threads, 0, s>>>(p, lanes_log2);
-        return launch_status();
-      });
-    });
+  return dispatch_kernel(args.weight_dtype, args.index_dtype, config,
+                         [&](auto t, auto i, auto v, auto u) {
+    embedding_bag_per_sample_weights_backward_kernel<typename decltype(t)::type,
+                                                     typename decltype(i)::type,
+                                                     decltype(v)::value, decltype(u)::value>
+        <<<grid, config.block_threads, 0, s>>>(p, lanes_log2);
+    return launch_status();
   });
 }
 

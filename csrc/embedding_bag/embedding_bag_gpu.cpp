@@ -27,6 +27,23 @@ void check_launch(LaunchError error, const char* op) {
   TORCH_CHECK(error == nullptr, op, " (native kernel): ", error);
 }
 
+// The fields the forward and the per-sample-weights backward args share (same names in both).
+template <typename Args>
+void set_lookup_fields(Args& args, const at::Tensor& weight, const at::Tensor& indices,
+                       const at::Tensor& offsets, int64_t padding_idx) {
+  args.weight = weight.const_data_ptr();
+  args.weight_dtype = launcher_dtype(weight.scalar_type());
+  args.num_rows = weight.size(0);
+  args.dim = weight.size(1);
+  args.weight_row_stride = weight.stride(0);
+  args.indices = indices.const_data_ptr();
+  args.offsets = offsets.const_data_ptr();
+  args.index_dtype = launcher_dtype(indices.scalar_type());
+  args.num_indices = indices.numel();
+  args.num_bags = offsets.numel() - 1;
+  args.padding_idx = padding_idx;
+}
+
 at::Tensor forward_native(const at::Tensor& weight_in, const at::Tensor& indices_in,
                           const at::Tensor& offsets_in, int64_t mode,
                           const std::optional<at::Tensor>& per_sample_weights,
@@ -39,18 +56,8 @@ at::Tensor forward_native(const at::Tensor& weight_in, const at::Tensor& indices
   const at::Tensor psw = per_sample_weights ? per_sample_weights->contiguous() : at::Tensor();
   at::Tensor out = at::empty({offsets.numel() - 1, weight.size(1)}, weight.options());
   EmbeddingBagForwardArgs args{};
-  args.weight = weight.const_data_ptr();
-  args.weight_dtype = launcher_dtype(weight.scalar_type());
-  args.num_rows = weight.size(0);
-  args.dim = weight.size(1);
-  args.weight_row_stride = weight.stride(0);
-  args.indices = indices.const_data_ptr();
-  args.offsets = offsets.const_data_ptr();
-  args.index_dtype = launcher_dtype(indices.scalar_type());
-  args.num_indices = indices.numel();
-  args.num_bags = offsets.numel() - 1;
+  set_lookup_fields(args, weight, indices, offsets, padding_idx);
   args.per_sample_weights = psw.defined() ? psw.const_data_ptr() : nullptr;
-  args.padding_idx = padding_idx;
   args.mode = mode == kModeMean ? PoolMode::kMean : PoolMode::kSum;
   args.out = out.mutable_data_ptr();
   check_launch(launch_embedding_bag_forward(args, to_config(config), current_stream()),
@@ -115,18 +122,8 @@ at::Tensor per_sample_weights_backward_native(const at::Tensor& grad_output_in,
   const at::Tensor offsets = offsets_in.contiguous();
   at::Tensor grad = at::zeros({indices.numel()}, weight.options());
   EmbeddingBagPerSampleWeightsBackwardArgs args{};
+  set_lookup_fields(args, weight, indices, offsets, padding_idx);
   args.grad_output = grad_output.const_data_ptr();
-  args.weight = weight.const_data_ptr();
-  args.weight_dtype = launcher_dtype(weight.scalar_type());
-  args.num_rows = weight.size(0);
-  args.dim = weight.size(1);
-  args.weight_row_stride = weight.stride(0);
-  args.indices = indices.const_data_ptr();
-  args.offsets = offsets.const_data_ptr();
-  args.index_dtype = launcher_dtype(indices.scalar_type());
-  args.num_indices = indices.numel();
-  args.num_bags = offsets.numel() - 1;
-  args.padding_idx = padding_idx;
   args.grad_per_sample_weights = grad.mutable_data_ptr();
   check_launch(
       launch_embedding_bag_per_sample_weights_backward(args, to_config(config), current_stream()),
