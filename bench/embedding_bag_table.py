@@ -60,7 +60,7 @@ def bench_forward(shape, ceiling, quick):
     ours_validated = median_ms(lambda: mymetaops.embedding_bag(indices, weight, offsets_b, mode="sum"))
     anchor = median_ms(lambda: F.embedding_bag(indices, weight, offsets_b, mode="sum"))
     decision = eb_ops.decide("embedding_bag", eb_ops.problem_of(weight, indices, offsets, MODE_SUM,
-                                                                None), weight.device)
+                                                                False), weight.device)
     # Every candidate runs once before any is timed, then each is timed in two passes of shuffled
     # order and keeps its better median: whatever runs first on a fresh multi-GB table runs slower.
     available = [c for c in decision.candidates if c.available]

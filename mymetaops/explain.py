@@ -43,7 +43,8 @@ def _explain_embedding_bag(input, weight, offsets=None, *, mode="mean", per_samp
     indices, offsets = _embedding_bag._bags(input, offsets, include_last_offset)
     hardware, native = _hardware(device, (weight, indices))
     mode_id = _embedding_bag.MODES[mode]
-    problem = _embedding_bag.problem_of(weight, indices, offsets, mode_id, per_sample_weights)
+    problem = _embedding_bag.problem_of(weight, indices, offsets, mode_id,
+                                        per_sample_weights is not None)
     backend = backend or _embedding_bag.current_backend()
     ops = ["embedding_bag"]
     if backward:

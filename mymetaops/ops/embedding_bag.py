@@ -216,16 +216,20 @@ def _align_bytes(*tensors_and_row_bytes) -> int:
     return align
 
 
-def problem_of(weight, indices, offsets, mode, per_sample_weights) -> "model.EmbeddingBagProblem":
-    """The model's description of one embedding_bag call (tensors may be meta tensors)."""
-    row_bytes = weight.shape[1] * weight.element_size()
-    align = 16 if weight.device.type == "meta" else _align_bytes(
-        weight, row_bytes, weight.stride(0) * weight.element_size())
+def problem_of(table, indices, offsets, mode, has_per_sample_weights, num_rows=None):
+    """The model's description of one embedding_bag call (tensors may be meta tensors).
+
+    table: the weight (forward) or grad_output (backward: rows are then written, num_rows given).
+    """
+    row_bytes = table.shape[1] * table.element_size()
+    align = 16 if table.device.type == "meta" else _align_bytes(
+        table, row_bytes, table.stride(0) * table.element_size())
     return model.EmbeddingBagProblem(
-        num_rows=weight.shape[0], dim=weight.shape[1], num_bags=offsets.shape[0] - 1,
-        num_indices=indices.shape[0], weight_dtype=_DTYPE_NAMES[weight.dtype],
-        index_dtype=_DTYPE_NAMES[indices.dtype], mode="mean" if mode == MODES["mean"] else "sum",
-        has_per_sample_weights=per_sample_weights is not None, align_bytes=align)
+        num_rows=table.shape[0] if num_rows is None else num_rows, dim=table.shape[1],
+        num_bags=offsets.shape[0] - 1, num_indices=indices.shape[0],
+        weight_dtype=_DTYPE_NAMES[table.dtype], index_dtype=_DTYPE_NAMES[indices.dtype],
+        mode="mean" if mode == MODES["mean"] else "sum",
+        has_per_sample_weights=has_per_sample_weights, align_bytes=align)
 
 
 def decide(op: str, problem, device: torch.device) -> "model.Decision":
@@ -246,8 +250,8 @@ def _embedding_bag_cuda(weight, indices, offsets, mode=0, per_sample_weights=Non
     indices, offsets = indices.contiguous(), offsets.contiguous()
     if per_sample_weights is not None:
         per_sample_weights = per_sample_weights.contiguous()
-    choice = decide("embedding_bag", problem_of(weight, indices, offsets, mode, per_sample_weights),
-                    weight.device).choice
+    problem = problem_of(weight, indices, offsets, mode, per_sample_weights is not None)
+    choice = decide("embedding_bag", problem, weight.device).choice
     if choice.backend == "native":
         return _ops._embedding_bag_native(weight, indices, offsets, mode, per_sample_weights,
                                           padding_idx, choice.config.as_list())
@@ -281,16 +285,6 @@ def backward_plan(indices, offsets, num_rows, mode, per_sample_weights, padding_
     return sorted_rows, sorted_bags, sorted_scales
 
 
-def _backward_problem(grad_output, indices, offsets, num_rows, mode, per_sample_weights):
-    row_bytes = grad_output.shape[1] * grad_output.element_size()
-    return model.EmbeddingBagProblem(
-        num_rows=num_rows, dim=grad_output.shape[1], num_bags=offsets.shape[0] - 1,
-        num_indices=indices.shape[0], weight_dtype=_DTYPE_NAMES[grad_output.dtype],
-        index_dtype=_DTYPE_NAMES[indices.dtype], mode="mean" if mode == MODES["mean"] else "sum",
-        has_per_sample_weights=per_sample_weights is not None,
-        align_bytes=_align_bytes(grad_output, row_bytes))
-
-
 def _check_grad_output(grad_output, offsets, op):
     if grad_output.dim() != 2 or grad_output.shape[0] != offsets.shape[0] - 1:
         raise ValueError(f"{op}: grad_output must be [num_bags={offsets.shape[0] - 1}, dim], got "
@@ -304,8 +298,9 @@ def _embedding_bag_backward_cuda(grad_output, indices, offsets, num_rows, mode=0
     grad_output = grad_output.contiguous()
     rows, bags, scales = backward_plan(indices, offsets, num_rows, mode, per_sample_weights,
                                        padding_idx)
-    choice = decide("embedding_bag_backward", _backward_problem(
-        grad_output, indices, offsets, num_rows, mode, per_sample_weights), grad_output.device).choice
+    problem = problem_of(grad_output, indices, offsets, mode, per_sample_weights is not None,
+                         num_rows=num_rows)
+    choice = decide("embedding_bag_backward", problem, grad_output.device).choice
     if choice.backend == "native":
         return _ops._embedding_bag_backward_native(grad_output, rows, bags, scales, num_rows,
                                                    choice.config.as_list())
@@ -322,7 +317,7 @@ def _psw_backward_cuda(grad_output, weight, indices, offsets, mode=0, padding_id
     grad_output = grad_output.contiguous().to(weight.dtype)
     weight = weight if weight.stride(1) == 1 or weight.shape[1] == 1 else weight.contiguous()
     indices, offsets = indices.contiguous(), offsets.contiguous()
-    problem = problem_of(weight, indices, offsets, mode, True)
+    problem = problem_of(weight, indices, offsets, mode, has_per_sample_weights=True)
     choice = decide("embedding_bag_per_sample_weights_backward", problem, weight.device).choice
     if choice.backend == "native":
         return _ops._embedding_bag_per_sample_weights_backward_native(
