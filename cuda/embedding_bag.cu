@@ -489,11 +489,10 @@ LaunchError dispatch_kernel(DType float_dtype, DType index_dtype, const Embeddin
   });
 }
 
-}  // namespace
-
-LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& args,
-                                         const EmbeddingBagConfig& config, void* stream) {
-  const int elt = elt_size(args.weight_dtype);
+// Checks shared by the launches that read the table through indices and offsets (the forward and
+// the per-sample-weights backward args name these fields alike).
+template <typename Args>
+LaunchError check_table_lookup(const Args& args, const EmbeddingBagConfig& config, int elt) {
   if (elt == 0) return "embedding_bag: table dtype must be float32, float16 or bfloat16";
   if (LaunchError e = check_config(config, elt)) return e;
   const int vec = config.vec_bytes;
@@ -502,8 +501,18 @@ LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& args,
     return "embedding_bag: negative size";
   if (args.weight_row_stride * elt % vec != 0)
     return "embedding_bag: weight row stride is not a multiple of vec_bytes";
-  if (!aligned(args.weight, vec) || !aligned(args.out, vec))
-    return "embedding_bag: weight/out are not aligned to vec_bytes";
+  if (!aligned(args.weight, vec)) return "embedding_bag: weight is not aligned to vec_bytes";
+  return nullptr;
+}
+
+}  // namespace
+
+LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& args,
+                                         const EmbeddingBagConfig& config, void* stream) {
+  const int elt = elt_size(args.weight_dtype);
+  if (LaunchError e = check_table_lookup(args, config, elt)) return e;
+  const int vec = config.vec_bytes;
+  if (!aligned(args.out, vec)) return "embedding_bag: out is not aligned to vec_bytes";
   if (args.per_sample_weights != nullptr && args.mode != PoolMode::kSum)
     return "embedding_bag: per_sample_weights requires sum mode";
   if (args.num_bags == 0 || args.dim == 0) return nullptr;
@@ -581,16 +590,10 @@ LaunchError launch_embedding_bag_per_sample_weights_backward(
     const EmbeddingBagPerSampleWeightsBackwardArgs& args, const EmbeddingBagConfig& config,
     void* stream) {
   const int elt = elt_size(args.weight_dtype);
-  if (elt == 0) return "embedding_bag: table dtype must be float32, float16 or bfloat16";
-  if (LaunchError e = check_config(config, elt)) return e;
+  if (LaunchError e = check_table_lookup(args, config, elt)) return e;
   const int vec = config.vec_bytes;
-  if (LaunchError e = check_dim(args.dim, elt, vec)) return e;
-  if (args.num_rows < 0 || args.num_indices < 0 || args.num_bags < 0 || args.weight_row_stride < 0)
-    return "embedding_bag: negative size";
-  if (args.weight_row_stride * elt % vec != 0)
-    return "embedding_bag: weight row stride is not a multiple of vec_bytes";
-  if (!aligned(args.weight, vec) || !aligned(args.grad_output, vec))
-    return "embedding_bag: weight/grad_output are not aligned to vec_bytes";
+  if (!aligned(args.grad_output, vec))
+    return "embedding_bag: grad_output is not aligned to vec_bytes";
   // dim == 0: every dot product is 0, which the caller's zeroed output already holds.
   if (args.num_bags == 0 || args.dim == 0) return nullptr;
   if (args.offsets == nullptr || args.grad_per_sample_weights == nullptr)
