@@ -58,6 +58,11 @@ def extension():
     cpu_sources = [s for s in cpu_sources if s not in gpu_glue]
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
     cxx_flags = ["-O3"]  # the C++ standard is the one torch asks for (C++20 from torch 2.13)
+    # The C++ runtime must be the one libtorch uses: strings, exceptions and streams cross between
+    # them. Some toolchains link libstdc++ statically by default (-static-libstdc++), which gives the
+    # extension a second copy whose locale is never set up: formatting an integer into an error
+    # message then crashed or printed nothing. Naming the shared library first keeps the copy out.
+    link_args = ["-Wl,-Bdynamic", "-lstdc++"]
     want_gpu = env_flag("MYMETAOPS_GPU", "auto")
     toolkit = ROCM_HOME if torch.version.hip else CUDA_HOME if torch.version.cuda else None
     if want_gpu == "1" and toolkit is None:
@@ -74,7 +79,7 @@ def extension():
         return CUDAExtension(
             "mymetaops._C", sources, include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx_flags + ["-DMYMETAOPS_ROCM"],
-                                "nvcc": ["-O3"]})
+                                "nvcc": ["-O3"]}, extra_link_args=link_args)
     if want_gpu and torch.version.cuda:
         archs = os.environ.get("MYMETAOPS_CUDA_ARCHS", "90a;100a").split(";")
         gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs if a]
@@ -87,9 +92,10 @@ def extension():
             "mymetaops._C", cpu_sources + gpu_glue + kernels,
             include_dirs=include_dirs + nvidia_wheel_includes(),
             extra_compile_args={"cxx": cxx_flags,
-                                "nvcc": ["-O3", "--threads", "0"] + gencode})  # archs in parallel
+                                "nvcc": ["-O3", "--threads", "0"] + gencode},  # archs in parallel
+            extra_link_args=link_args)
     return CppExtension("mymetaops._C", cpu_sources, include_dirs=include_dirs,
-                        extra_compile_args={"cxx": cxx_flags})
+                        extra_compile_args={"cxx": cxx_flags}, extra_link_args=link_args)
 
 
 setup(

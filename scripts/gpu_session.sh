@@ -15,11 +15,17 @@ step() {  # step NAME LOG SECONDS COMMAND...: run with a time limit, keep the lo
   else summary+=("FAIL $name ($((SECONDS - t0)) s): see $log"); tail -n 30 "$OUT/$log"; fi
 }
 nvidia-smi -L; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+rm -rf build mymetaops/_C*.so  # a clean build: objects left by an earlier call must not be linked in
 step "build (cuda/, sm_90a)" build.log 240 python3 setup.py build_ext --inplace
 step "bench table" bench.log ${BENCH_LIMIT:-200} python3 bench/embedding_bag_table.py --quick --out "$OUT"
-step "tests (cuda/ kernels; GPU and CPU)" gpu_tests.log ${TEST_LIMIT:-200} python3 -m pytest -q tests
+# AFTER_BUILD: an optional extra command (a probe, a profile), run after the build and the benchmarks.
+[ -z "${AFTER_BUILD:-}" ] || step "after build: $AFTER_BUILD" after_build.log 240 bash -c "$AFTER_BUILD"
+# Tests run in 8 worker processes (pytest-xdist): a crash takes down one worker, is reported with the
+# test's name, and the rest of the suite still runs.
+PYTEST="python3 -m pytest -q -n ${WORKERS:-8} --timeout 240"
+step "tests (cuda/ kernels; GPU and CPU)" gpu_tests.log ${TEST_LIMIT:-300} $PYTEST tests
 [ "${SKIP_HIP:-0}" = 1 ] || step "build (hip/ through the shim)" build_hip.log 180 env MYMETAOPS_HIP_ON_CUDA=1 python3 setup.py build_ext --inplace --build-temp build/hip_on_cuda_obj
-[ "${SKIP_HIP:-0}" = 1 ] || step "gpu tests (hip/ kernels, shim)" gpu_tests_hip.log 120 python3 -m pytest -m gpu -q tests -k "native or large or unvalidated or bitwise"
+[ "${SKIP_HIP:-0}" = 1 ] || step "gpu tests (hip/ kernels, shim)" gpu_tests_hip.log 240 $PYTEST -m gpu tests
 echo; tail -n 3 "$OUT"/gpu_tests.log "$OUT"/gpu_tests_hip.log 2>/dev/null
 cat "$OUT"/*embedding_bag.md 2>/dev/null
 printf '%s\n' "${summary[@]}"
