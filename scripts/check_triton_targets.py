@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Cross-compile the Triton embedding_bag kernels for MI300 (gfx942), MI355 (gfx950) and H100/H200
+"""Cross-compile the Triton kernels (embedding_bag, the index/offsets summary) for MI300 (gfx942), MI355 (gfx950) and H100/H200
 (sm_90) without a GPU, and fail if one does not compile, or if an AMD kernel spills (scratch) or
 needs more LDS than the chip has.
 
@@ -41,9 +41,9 @@ DTYPES = [("fp32", "i64"), ("bf16", "i32"), ("fp16", "i64")]
 SUBSET = {(32, 128, 1), (16, 64, 4), (8, 128, 4), (64, 256, 16)}
 
 
-def _load_kernels():
-    """The kernel module by path: the package (and its compiled extension) need not exist."""
-    spec = importlib.util.spec_from_file_location("_check_triton_eb", ROOT / "mymetaops/triton/embedding_bag.py")
+def _load(name: str):
+    """A kernel module by path: the package (and its compiled extension) need not exist."""
+    spec = importlib.util.spec_from_file_location(f"_check_triton_{name}", ROOT / f"mymetaops/triton/{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -60,8 +60,15 @@ def _source(fn, types: dict[str, str], constexprs: dict) -> ASTSource:
     return ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
 
 
-def _cases(kernels):
+def _cases(kernels, checks):
     """(label, ASTSource, num_warps) for every kernel, config and dtype checked."""
+    for idt, scalar in (("i32", "i32"), ("i64", "i64")):  # i64 scalars: past 2^31 indices or rows
+        i = POINTER_TYPES[idt]
+        yield (f"index_summary     {idt} indices, {scalar} sizes", _source(
+            checks._summary_kernel,
+            {"indices_ptr": i, "offsets_ptr": i, "summary_ptr": "*i64", "num_indices": scalar,
+             "num_offsets": scalar, "num_rows": scalar, "index_programs": "i32"},
+            {"BLOCK": checks.SUMMARY_BLOCK}), checks.SUMMARY_WARPS)
     for block_l, block_d, num_warps in CONFIGS:
         blocks = {"BLOCK_L": block_l, "BLOCK_D": block_d}
         reduce_each_step = {"REDUCE_EACH_STEP": num_warps == 1}  # as the launchers set it
@@ -115,10 +122,9 @@ def _cuda_usage(cubin: bytes) -> dict[str, int] | None:
 
 
 def main() -> int:
-    kernels = _load_kernels()
     failures = 0
     print(f"triton {triton.__version__}")
-    for label, src, num_warps in _cases(kernels):
+    for label, src, num_warps in _cases(_load("embedding_bag"), _load("index_checks")):
         for tname, (target, lds_budget) in TARGETS.items():
             try:
                 compiled = triton.compile(src, target=target, options={"num_warps": num_warps})

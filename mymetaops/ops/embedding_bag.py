@@ -109,19 +109,18 @@ def _bags(input, offsets, include_last_offset):
 
 
 def check_index_values(indices, offsets, num_rows):
-    """Raise a clear error for bad offsets or out-of-range indices (one host sync)."""
-    zero = offsets.new_zeros(())
-    stats = [offsets[0], offsets[-1], offsets.diff().min() if offsets.numel() > 1 else zero,
-             indices.min() if indices.numel() else zero, indices.max() if indices.numel() else zero]
-    first, last, min_step, low, high = torch.stack([s.long() for s in stats]).tolist()
+    """Raise a clear error for bad offsets or out-of-range indices (one kernel, one host sync)."""
+    from mymetaops.triton.index_checks import index_summary  # imports triton: lazily
+    negative, past_table, decreasing, first, last = index_summary(indices, offsets,
+                                                                  num_rows).tolist()
     if first < 0:
         raise ValueError(f"embedding_bag: offsets must be non-negative, got offsets[0] = {first}")
-    if min_step < 0:
+    if decreasing:
         raise ValueError("embedding_bag: offsets must be non-decreasing")
     if last > indices.numel():
         raise ValueError(f"embedding_bag: the last offset ({last}) is past the end of the "
                          f"{indices.numel()} indices")
-    if low < 0 or high >= num_rows:
+    if negative or past_table:
         used = indices[first:last]  # only indices inside a bag are looked up
         bad = ((used < 0) | (used >= num_rows)).nonzero()
         if bad.numel():
