@@ -98,18 +98,9 @@ def cases(draw, max_rows=60, dims=(1, 3, 4, 8, 16, 130), max_bags=6, max_bag_siz
         layout=draw(st.sampled_from(["contiguous", "row_strided", "transposed"])))
 
 
-def reference(case: Case, grad_output: torch.Tensor | None = None, absolute: bool = False):
-    """float64 forward (and gradients of weight and per_sample_weights for grad_output).
-
-    absolute=True sums |terms| instead: the scale that the tolerance is relative to.
-    """
+def reference_pool(case: Case, weight: torch.Tensor, psw: torch.Tensor | None) -> torch.Tensor:
+    """The forward in plain differentiable torch ops (any dtype; psw flat or None)."""
     indices, offsets = case.bags()
-    weight = case.weight.detach().cpu().double()
-    weight = (weight.abs() if absolute else weight).requires_grad_()
-    psw = None
-    if case.per_sample_weights is not None:
-        psw = case.per_sample_weights.detach().cpu().double().reshape(-1)
-        psw = (psw.abs() if absolute else psw).requires_grad_()
     num_rows, num_bags = weight.shape[0], offsets.numel() - 1
     bags = torch.searchsorted(offsets, torch.arange(indices.numel()), right=True) - 1
     used = (bags >= 0) & (bags < num_bags)
@@ -118,9 +109,24 @@ def reference(case: Case, grad_output: torch.Tensor | None = None, absolute: boo
     terms = weight[indices[used]]
     if psw is not None:
         terms = terms * psw[used, None]
-    out = torch.zeros(num_bags, weight.shape[1], dtype=torch.float64).index_add(0, bags[used], terms)
+    out = weight.new_zeros(num_bags, weight.shape[1]).index_add(0, bags[used], terms)
     if case.mode == "mean":
         out = out / torch.bincount(bags[used], minlength=num_bags).clamp(min=1)[:, None]
+    return out
+
+
+def reference(case: Case, grad_output: torch.Tensor | None = None, absolute: bool = False):
+    """float64 forward (and gradients of weight and per_sample_weights for grad_output).
+
+    absolute=True sums |terms| instead: the scale that the tolerance is relative to.
+    """
+    weight = case.weight.detach().cpu().double()
+    weight = (weight.abs() if absolute else weight).requires_grad_()
+    psw = None
+    if case.per_sample_weights is not None:
+        psw = case.per_sample_weights.detach().cpu().double().reshape(-1)
+        psw = (psw.abs() if absolute else psw).requires_grad_()
+    out = reference_pool(case, weight, psw)
     if grad_output is None:
         return out.detach()
     grad = grad_output.detach().cpu().double()

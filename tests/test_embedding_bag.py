@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from conftest import HAS_GPU, TRITON_INTERPRETED
 from embedding_bag_cases import (INDEX_DTYPES, TABLE_DTYPES, assert_close, cases, make_case,
-                                 reference)
+                                 reference, reference_pool)
 from hypothesis import assume, given
 
 import mymetaops
@@ -17,6 +17,7 @@ from mymetaops.ops import embedding_bag as eb_ops
 # compiled (GPU); the native CUDA/HIP kernels (GPU).
 CPU_BACKENDS = ["cpu"] + (["triton-interpreter"] if TRITON_INTERPRETED else [])
 GPU_BACKENDS = ["native", "triton"]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 INTERPRETER_CONFIG = TritonEmbeddingBagConfig(block_l=8, block_d=32, num_warps=4)
 
 
@@ -152,20 +153,59 @@ def opcheck_samples(device):
         yield (case.weight.detach(), indices.to(device).int(), offsets.to(device).int(), 1, None, 2)
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     for args in opcheck_samples(device):
         torch.library.opcheck(torch.ops.mymetaops.embedding_bag.default, args)
         weight, indices, offsets, mode, psw, padding_idx = args
-        grad = torch.randn(offsets.numel() - 1, weight.shape[1], device=device, dtype=weight.dtype)
+        grad = torch.randn(offsets.numel() - 1, weight.shape[1], device=device, dtype=weight.dtype,
+                           requires_grad=True)  # the gradient ops are differentiable too
         torch.library.opcheck(torch.ops.mymetaops.embedding_bag_backward.default,
                               (grad, indices, offsets, weight.shape[0], mode, psw, padding_idx))
         if mode == 0:
             torch.library.opcheck(torch.ops.mymetaops.embedding_bag_per_sample_weights_backward.default,
-                                  (grad, weight.detach(), indices, offsets, mode, padding_idx))
+                                  (grad, weight, indices, offsets, mode, padding_idx))
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def second_order_grads(pool, weight, psw, grad_out, table_probe, index_probe):
+    """Gradients of <d pool / d (weight, psw) applied to grad_out, probes> w.r.t. weight, psw and
+    grad_out: every path through the two gradient ops' own derivatives."""
+    out = pool(weight, psw)
+    grad_weight, grad_psw = torch.autograd.grad(out, [weight, psw], grad_out, create_graph=True)
+    loss = (grad_weight * table_probe).sum() + (grad_psw * index_probe).sum()
+    return torch.autograd.grad(loss, [weight, psw, grad_out])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("padding", [False, True])
+def test_double_backward(device, padding):
+    case = make_case(seed=11, num_rows=30, dim=5, bag_sizes=[3, 0, 6, 1], weighted=True,
+                     padding=padding)
+    g = torch.Generator().manual_seed(12)
+    grad_out = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    table_probe = torch.randn(30, 5, generator=g, dtype=torch.float64)
+    index_probe = torch.randn(case.input.numel(), generator=g, dtype=torch.float64)
+    leaves = lambda dtype, dev: [t.detach().to(dev, dtype).requires_grad_() for t in (  # noqa: E731
+        case.weight, case.per_sample_weights, grad_out)] + [table_probe.to(dev, dtype),
+                                                              index_probe.to(dev, dtype)]
+    expected = second_order_grads(lambda w, p: reference_pool(case, w, p),
+                                  *leaves(torch.float64, "cpu"))
+    scale = second_order_grads(lambda w, p: reference_pool(case, w, p),
+                               *[t.abs().detach().requires_grad_() for t in leaves(torch.float64, "cpu")])
+    on_device = case.to(device)
+    for backend in ["auto"] if device == "cpu" else GPU_BACKENDS:
+        with mymetaops.use_backend(backend):
+            actual = second_order_grads(
+                lambda w, p: mymetaops.embedding_bag(on_device.input, w, on_device.offsets, mode="sum",
+                                                     per_sample_weights=p,
+                                                     padding_idx=case.padding_idx),
+                *leaves(torch.float32, device))
+        for what, a, e, sc in zip(["weight", "per_sample_weights", "grad_output"], actual, expected,
+                                  scale):
+            assert_close(a, e, sc, torch.float32, f"{backend} second-order grad of {what}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_torch_compile(device):
     case = make_case(seed=3, num_rows=40, dim=16, bag_sizes=[4, 0, 7, 2], mode="mean",
                      padding=True, device=device)
@@ -229,7 +269,6 @@ def test_forced_vendor_backend_is_a_clear_error():
 
 # ---- bad input: a clear error, never a crash or a wrong answer ------------------------------------------
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 @pytest.mark.parametrize("device", DEVICES)

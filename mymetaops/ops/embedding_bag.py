@@ -192,6 +192,67 @@ def _backward(ctx, grad_output):
 torch.library.register_autograd("mymetaops::embedding_bag", _backward, setup_context=_setup_context)
 
 
+# Double backward. Both gradient ops are linear in each tensor input, so their derivatives are the
+# three ops again: with s_i the scale of lookup i (its per-sample weight, 1/count for mean, or 1),
+#   grad_weight[r] = sum_{i: idx_i = r} s_i grad_out[bag_i]   -> d/d grad_out = embedding_bag(G),
+#                                                                d/d s_i = <G[idx_i], grad_out[bag_i]>
+#   grad_psw[i]    = <grad_out[bag_i], weight[idx_i]>         -> d/d grad_out = embedding_bag with
+#                                                                psw = u, d/d weight = backward(psw = u)
+# for upstream gradients G (a table) and u (one value per index).
+
+def _backward_setup_context(ctx, inputs, output):
+    grad_output, indices, offsets, num_rows, mode, per_sample_weights, padding_idx = inputs
+    ctx.mode, ctx.padding_idx = mode, padding_idx
+    ctx.grad_output_needs_grad = grad_output.requires_grad
+    ctx.psw_needs_grad = per_sample_weights is not None and per_sample_weights.requires_grad
+    ctx.save_for_backward(indices, offsets, per_sample_weights,
+                          grad_output if ctx.psw_needs_grad else None)
+
+
+def _backward_backward(ctx, grad):
+    indices, offsets, per_sample_weights, grad_output = ctx.saved_tensors
+    grad = grad.contiguous()
+    grad_grad_output = grad_psw = None
+    if ctx.grad_output_needs_grad:
+        psw = None if per_sample_weights is None else per_sample_weights.to(grad.dtype)
+        grad_grad_output = _ops.embedding_bag(grad, indices, offsets, ctx.mode, psw, ctx.padding_idx)
+    if ctx.psw_needs_grad:
+        grad_psw = _ops.embedding_bag_per_sample_weights_backward(
+            grad_output, grad, indices, offsets, ctx.mode, ctx.padding_idx
+        ).to(per_sample_weights.dtype)
+    return grad_grad_output, None, None, None, None, grad_psw, None
+
+
+torch.library.register_autograd("mymetaops::embedding_bag_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
+
+def _psw_backward_setup_context(ctx, inputs, output):
+    grad_output, weight, indices, offsets, mode, padding_idx = inputs
+    ctx.num_rows, ctx.padding_idx, ctx.grad_output_dtype = weight.shape[0], padding_idx, grad_output.dtype
+    ctx.grad_output_needs_grad = grad_output.requires_grad
+    ctx.weight_needs_grad = weight.requires_grad
+    ctx.save_for_backward(indices, offsets, weight, grad_output if ctx.weight_needs_grad else None)
+
+
+def _psw_backward_backward(ctx, grad):
+    indices, offsets, weight, grad_output = ctx.saved_tensors
+    scales = grad.to(weight.dtype).contiguous()
+    grad_grad_output = grad_weight = None
+    if ctx.grad_output_needs_grad:
+        grad_grad_output = _ops.embedding_bag(weight, indices, offsets, MODES["sum"], scales,
+                                              ctx.padding_idx).to(ctx.grad_output_dtype)
+    if ctx.weight_needs_grad:
+        grad_weight = _ops.embedding_bag_backward(
+            grad_output.to(weight.dtype).contiguous(), indices, offsets, ctx.num_rows, MODES["sum"],
+            scales, ctx.padding_idx)
+    return grad_grad_output, grad_weight, None, None, None, None
+
+
+torch.library.register_autograd("mymetaops::embedding_bag_per_sample_weights_backward",
+                                _psw_backward_backward, setup_context=_psw_backward_setup_context)
+
+
 # ---- GPU entry points: the model picks the kernel ----------------------------------------------
 
 @functools.lru_cache(maxsize=None)
