@@ -18,6 +18,8 @@ nvidia-smi -L; python3 -c 'import torch, triton; print("torch", torch.__version_
 rm -rf build mymetaops/_C*.so  # a clean build: objects left by an earlier call must not be linked in
 step "build (cuda/, sm_90a)" build.log 240 python3 setup.py build_ext --inplace
 step "bench table" bench.log ${BENCH_LIMIT:-200} python3 bench/embedding_bag_table.py --quick --out "$OUT"
+step "pytest-benchmark" pytest_bench.log 150 python3 -m pytest bench -q -m gpu \
+    --benchmark-columns=median,iqr --benchmark-group-by=param:shape
 # AFTER_BUILD: an optional extra command (a probe, a profile), run after the build and the benchmarks.
 [ -z "${AFTER_BUILD:-}" ] || step "after build: $AFTER_BUILD" after_build.log 240 bash -c "$AFTER_BUILD"
 # Tests run in 8 worker processes (pytest-xdist): a crash takes down one worker, is reported with the
