@@ -8,10 +8,12 @@ OUT=${OUT:-.out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} MYMETAOPS_CUDA_ARCHS=${MYMETAOPS_CUDA_ARCHS:-90a}
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-quick}
 summary=()
-step() {  # step NAME LOG SECONDS COMMAND...: run with a time limit, keep the log, record the outcome
+# step NAME LOG SECONDS COMMAND...: run with a time limit, append to the log (both builds share
+# build.log: at most 8 files come back from the device machine), record the outcome.
+step() {
   local name=$1 log=$2 limit=$3; shift 3
   local t0=$SECONDS
-  if timeout "$limit" "$@" >"$OUT/$log" 2>&1; then summary+=("PASS $name ($((SECONDS - t0)) s)")
+  if timeout "$limit" "$@" >>"$OUT/$log" 2>&1; then summary+=("PASS $name ($((SECONDS - t0)) s)")
   else summary+=("FAIL $name ($((SECONDS - t0)) s): see $log"); tail -n 30 "$OUT/$log"; fi
 }
 nvidia-smi -L; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
@@ -26,7 +28,7 @@ step "pytest-benchmark" pytest_bench.log 150 python3 -m pytest bench -q -m gpu \
 # test's name, and the rest of the suite still runs.
 PYTEST="python3 -m pytest -q -n ${WORKERS:-8} --timeout 240"
 step "tests (cuda/ kernels; GPU and CPU)" gpu_tests.log ${TEST_LIMIT:-300} $PYTEST tests
-[ "${SKIP_HIP:-0}" = 1 ] || step "build (hip/ through the shim)" build_hip.log 180 env MYMETAOPS_HIP_ON_CUDA=1 python3 setup.py build_ext --inplace --build-temp build/hip_on_cuda_obj
+[ "${SKIP_HIP:-0}" = 1 ] || step "build (hip/ through the shim)" build.log 180 env MYMETAOPS_HIP_ON_CUDA=1 python3 setup.py build_ext --inplace --build-temp build/hip_on_cuda_obj
 [ "${SKIP_HIP:-0}" = 1 ] || step "gpu tests (hip/ kernels, shim)" gpu_tests_hip.log 240 $PYTEST -m gpu tests
 echo; tail -n 3 "$OUT"/gpu_tests.log "$OUT"/gpu_tests_hip.log 2>/dev/null
 cat "$OUT"/*embedding_bag.md 2>/dev/null
