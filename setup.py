@@ -52,17 +52,35 @@ def hip_on_cuda_sources():
     return rel(sources)
 
 
+def loaded_libstdcxx():
+    """The shared libstdc++ this process runs with (torch is loaded, so torch's), or None.
+
+    The extension must use the C++ runtime libtorch uses: strings, exceptions and streams cross
+    between them. Some toolchains find only a static libstdc++.a first on their library path (the
+    H200 machine's /opt/gcc does), so a plain -lstdc++ links a second copy into the extension whose
+    locale is never set up: formatting an integer into an error message then segfaulted (or printed
+    nothing). Linking this file by its path, after the objects, makes the shared one resolve
+    every C++ runtime symbol, whatever the toolchain's search order.
+    """
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if os.path.basename(path).startswith("libstdc++.so") and os.path.exists(path):
+                    return path
+    except OSError:  # not Linux: no /proc
+        pass
+    return None
+
+
 def extension():
     cpu_sources = rel(glob.glob(os.path.join(ROOT, "csrc", "**", "*.cpp"), recursive=True))
     gpu_glue = [s for s in cpu_sources if s.endswith("_gpu.cpp")]
     cpu_sources = [s for s in cpu_sources if s not in gpu_glue]
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
     cxx_flags = ["-O3"]  # the C++ standard is the one torch asks for (C++20 from torch 2.13)
-    # The C++ runtime must be the one libtorch uses: strings, exceptions and streams cross between
-    # them. Some toolchains link libstdc++ statically by default (-static-libstdc++), which gives the
-    # extension a second copy whose locale is never set up: formatting an integer into an error
-    # message then crashed or printed nothing. Naming the shared library first keeps the copy out.
-    link_args = ["-Wl,-Bdynamic", "-lstdc++"]
+    libstdcxx = loaded_libstdcxx()
+    link_args = [libstdcxx] if libstdcxx else []
     want_gpu = env_flag("MYMETAOPS_GPU", "auto")
     toolkit = ROCM_HOME if torch.version.hip else CUDA_HOME if torch.version.cuda else None
     if want_gpu == "1" and toolkit is None:

@@ -3,11 +3,16 @@
 Where the backward's time goes (zero-fill, sort, plan, kernel), to decide what to speed up next.
 Run on a GPU: python bench/profile_backward.py
 """
+import sys
+from pathlib import Path
+
 import torch
-from shapes import BACKWARD_SHAPE, make_inputs
 from torch.profiler import ProfilerActivity, profile
 
-import mymetaops
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
+from shapes import BACKWARD_SHAPE, make_inputs  # noqa: E402
+
+import mymetaops  # noqa: E402
 
 
 def main():

@@ -31,10 +31,11 @@ def test_forward(benchmark, shape, impl):
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_forward_backward(benchmark, impl):
-    weight, indices, offsets = make_inputs(BACKWARD_SHAPE)
+@pytest.mark.parametrize("shape", [BACKWARD_SHAPE], ids=str)  # a shape parameter, to group by
+def test_forward_backward(benchmark, shape, impl):
+    weight, indices, offsets = make_inputs(shape)
     weight.requires_grad_()
-    grad = torch.randn(BACKWARD_SHAPE.bags, BACKWARD_SHAPE.dim, device="cuda")
+    grad = torch.randn(shape.bags, shape.dim, device="cuda")
 
     def step():
         weight.grad = None

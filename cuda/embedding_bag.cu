@@ -594,8 +594,9 @@ LaunchError launch_embedding_bag_per_sample_weights_backward(
   const int vec = config.vec_bytes;
   if (!aligned(args.grad_output, vec))
     return "embedding_bag: grad_output is not aligned to vec_bytes";
-  // dim == 0: every dot product is 0, which the caller's zeroed output already holds.
-  if (args.num_bags == 0 || args.dim == 0) return nullptr;
+  // No indices: nothing to write (the output is empty, its pointer may be null). dim == 0: every
+  // dot product is 0, which the caller's zeroed output already holds.
+  if (args.num_indices == 0 || args.num_bags == 0 || args.dim == 0) return nullptr;
   if (args.offsets == nullptr || args.grad_per_sample_weights == nullptr)
     return "embedding_bag: null offsets/grad_per_sample_weights";
 

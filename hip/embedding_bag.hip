@@ -597,8 +597,9 @@ LaunchError launch_embedding_bag_per_sample_weights_backward(
     return error;
   if (a.num_rows < 0 || a.num_indices < 0 || a.num_bags < 0)
     return "embedding_bag (hip): negative size";
-  // dim == 0: every dot is 0, which the caller's zeroing already holds.
-  if (a.num_bags == 0 || a.dim == 0) return nullptr;
+  // No indices: nothing to write (the output is empty). dim == 0: every dot is 0, which the
+  // caller's zeroing already holds.
+  if (a.num_indices == 0 || a.num_bags == 0 || a.dim == 0) return nullptr;
   const LaunchShape shape = launch_shape(a.num_bags, config);
   return dispatch(a.weight_dtype, a.index_dtype, config,
                   [&](auto value_tag, auto index_tag, auto vec_tag, auto unroll_tag) {

@@ -131,6 +131,18 @@ def test_large_shapes(backend, dtype, num_rows, dim, bag_sizes):
         check_against_reference(backend, case)
 
 
+@pytest.mark.parametrize("bag_sizes", [[], [0], [0, 0, 0]], ids=["no bags", "one empty", "three empty"])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+@pytest.mark.parametrize("backend", CPU_BACKENDS + [pytest.param(b, marks=pytest.mark.gpu)
+                                                    for b in GPU_BACKENDS])
+def test_no_indices(backend, index_dtype, bag_sizes):
+    """No lookups at all: zero outputs and gradients, empty per-sample-weight gradients."""
+    for mode, weighted in (("sum", True), ("mean", False)):
+        case = make_case(seed=9, num_rows=4, dim=3, bag_sizes=bag_sizes, index_dtype=index_dtype,
+                         mode=mode, weighted=weighted)
+        check_against_reference(backend, case)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 def test_backends_agree_bitwise_on_repeat(index_dtype):
