@@ -53,15 +53,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2.0,
             raise ValueError(f"embedding_bag: padding_idx must be within [-{num_rows}, {num_rows}), "
                              f"got {padding_idx}")
         padding_idx = padding_idx + num_rows if padding_idx < 0 else padding_idx
-    summary = None
     if validate and indices.is_cuda and not torch.compiler.is_compiling():
-        summary = index_summary(indices, offsets, num_rows)
-    out = _ops.embedding_bag(weight, indices, offsets, MODES[mode], per_sample_weights, padding_idx)
-    if summary is not None:
-        # Checked after the launch, so the check and the lookup share one host sync. Running the
-        # kernels first is safe: they never read outside the table or the indices.
-        raise_for_bad_values(summary, indices, num_rows)
-    return out
+        check_index_values(indices, offsets, num_rows)
+    return _ops.embedding_bag(weight, indices, offsets, MODES[mode], per_sample_weights, padding_idx)
 
 
 def _reject_unsupported(max_norm, norm_type, scale_grad_by_freq, mode, sparse):
@@ -114,15 +108,11 @@ def _bags(input, offsets, include_last_offset):
     return input, offsets
 
 
-def index_summary(indices, offsets, num_rows):
-    """The values check's summary, computed on the GPU without a sync (see raise_for_bad_values)."""
-    from mymetaops.triton.index_checks import index_summary as summarize  # imports triton: lazily
-    return summarize(indices, offsets, num_rows)
-
-
-def raise_for_bad_values(summary, indices, num_rows):
-    """Raise a clear error for bad offsets or out-of-range indices (one host sync)."""
-    negative, past_table, decreasing, first, last = summary.tolist()
+def check_index_values(indices, offsets, num_rows):
+    """Raise a clear error for bad offsets or out-of-range indices (one kernel, one host sync)."""
+    from mymetaops.triton.index_checks import index_summary  # imports triton: lazily
+    negative, past_table, decreasing, first, last = index_summary(indices, offsets,
+                                                                  num_rows).tolist()
     if first < 0:
         raise ValueError(f"embedding_bag: offsets must be non-negative, got offsets[0] = {first}")
     if decreasing:
@@ -396,5 +386,5 @@ def _psw_backward_cuda(grad_output, weight, indices, offsets, mode=0, padding_id
                                                                offsets, padding_idx, choice.config)
 
 
-__all__ = ["embedding_bag", "backward_plan", "index_summary", "raise_for_bad_values", "problem_of", "decide",
+__all__ = ["embedding_bag", "backward_plan", "check_index_values", "problem_of", "decide",
            "native_available"]
