@@ -129,6 +129,10 @@ void check_values_cpu(const index_t* idx, int64_t num_indices, const index_t* of
   }
 }
 
+std::optional<at::Tensor> contiguous_if_present(const std::optional<at::Tensor>& t) {
+  return t ? std::optional<at::Tensor>(t->contiguous()) : std::nullopt;
+}
+
 template <typename scalar_t, typename index_t>
 void forward_cpu_kernel(const at::Tensor& weight, const index_t* idx, const index_t* off,
                         int64_t num_bags, int64_t mode, const scalar_t* psw, int64_t padding_idx,
@@ -174,9 +178,7 @@ at::Tensor forward_cpu(const at::Tensor& weight_in, const at::Tensor& indices_in
   const at::Tensor weight = with_unit_column_stride(weight_in);
   const at::Tensor indices = indices_in.contiguous();
   const at::Tensor offsets = offsets_in.contiguous();
-  const std::optional<at::Tensor> psw =
-      per_sample_weights ? std::optional<at::Tensor>(per_sample_weights->contiguous())
-                         : std::nullopt;
+  const std::optional<at::Tensor> psw = contiguous_if_present(per_sample_weights);
   const int64_t num_bags = offsets.numel() - 1;
   at::Tensor out = at::empty({num_bags, weight.size(1)}, weight.options());
   with_checked_indices(indices, offsets, weight.size(0), [&](auto idx, auto off) {
@@ -208,9 +210,7 @@ at::Tensor backward_cpu(const at::Tensor& grad_output_in, const at::Tensor& indi
                            grad_output.device(), mode, op);
   const at::Tensor indices = indices_in.contiguous();
   const at::Tensor offsets = offsets_in.contiguous();
-  const std::optional<at::Tensor> psw_tensor =
-      per_sample_weights ? std::optional<at::Tensor>(per_sample_weights->contiguous())
-                         : std::nullopt;
+  const std::optional<at::Tensor> psw_tensor = contiguous_if_present(per_sample_weights);
   const int64_t num_bags = offsets.numel() - 1;
   at::Tensor acc = at::zeros({num_rows, dim}, grad_output.options().dtype(at::kFloat));
   float* a = acc.mutable_data_ptr<float>();
