@@ -6,6 +6,7 @@ module never imports the model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -39,3 +40,22 @@ class TritonEmbeddingBagConfig:
 
     def __str__(self) -> str:
         return f"L{self.block_l} D{self.block_d} w{self.num_warps}"
+
+
+
+@dataclass(frozen=True)
+class VendorConfig:
+    """The vendor op a user would otherwise call. It has no knobs, hence no fields: the dispatch
+    passes an empty list. A subclass per op names it."""
+
+    op: ClassVar[str] = "vendor op"
+
+    def __str__(self) -> str:
+        return self.op
+
+
+@dataclass(frozen=True)
+class TorchEmbeddingBagConfig(VendorConfig):
+    """torch's CUDA/HIP embedding_bag kernel (at::_embedding_bag_forward_only)."""
+
+    op: ClassVar[str] = "torch.nn.functional.embedding_bag"

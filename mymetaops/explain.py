@@ -1,15 +1,25 @@
-"""`mymetaops.explain`: the model's decision for a call, printed, without running anything."""
+"""`mymetaops.explain`: the model's decision for a call, printed, without running anything.
+
+Light at import: the model is pure Python; torch and the dispatch are imported when explain runs.
+"""
 from __future__ import annotations
 
-import torch
-
 from mymetaops import model
-from mymetaops.ops import embedding_bag as _embedding_bag
+
+
+def _native_available() -> bool:
+    try:
+        from mymetaops.ops.dispatch import native_available
+    except ImportError:  # no dispatch, or no compiled extension: nothing native to run
+        return False
+    return native_available()
 
 
 def _hardware(device, tensors):
     if isinstance(device, str) and not device.startswith(("cuda", "cpu", "meta")):
         return model.get_hardware(device), True  # a named GPU, present or not
+    import torch
+
     if device is None:
         device = next((t.device for t in tensors if t.is_cuda), None)
         if device is None and torch.cuda.is_available():
@@ -17,7 +27,7 @@ def _hardware(device, tensors):
     if device is None:
         raise RuntimeError("mymetaops.explain: no GPU here; name one, e.g. device='MI350X' "
                            f"(known: {', '.join(model.HARDWARE)})")
-    return model.detect_hardware(torch.device(device)), _embedding_bag.native_available()
+    return model.detect_hardware(torch.device(device)), _native_available()
 
 
 def explain(op: str, *args, device=None, backward: bool = False, backend: str | None = None,
@@ -27,29 +37,19 @@ def explain(op: str, *args, device=None, backward: bool = False, backend: str | 
     The arguments are those of the wrapper (e.g. `mymetaops.embedding_bag`); tensors may be meta
     tensors. `device` is a torch device or a GPU name from `mymetaops.model.HARDWARE` (e.g. "MI350X")
     that need not be present. backward=True adds the decisions of the backward kernels.
+
+    The dispatch decides once per bucket of problems, for the bucket's representative: that is the
+    decision printed and returned (what runs), beside the exact problem of the call.
     """
-    if op != "embedding_bag":
-        raise ValueError(f"mymetaops.explain: unknown op {op!r}; known: embedding_bag")
-    decisions = _explain_embedding_bag(*args, device=device, backward=backward, backend=backend,
-                                       **kwargs)
+    family = model.family_of(op)
+    problem = family.problem_from_call(op, *args, **kwargs)
+    todo = [(op, problem)] + (family.backward_ops(op, problem) if backward else [])
+    tensors = [a for a in (*args, *kwargs.values()) if hasattr(a, "is_cuda")]
+    hardware, native = _hardware(device, tensors)
+    if backend is None:
+        from mymetaops._backend import current_backend
+        backend = current_backend()
+    bucketed = [model.decide_bucketed(o, p, hardware, backend, native) for o, p in todo]
     if print_result:
-        print("\n\n".join(model.format_decision(d) for d in decisions))
-    return decisions
-
-
-def _explain_embedding_bag(input, weight, offsets=None, *, mode="mean", per_sample_weights=None,
-                           include_last_offset=False, device=None, backward=False, backend=None,
-                           **unused):
-    indices, offsets = _embedding_bag._bags(input, offsets, include_last_offset)
-    hardware, native = _hardware(device, (weight, indices))
-    mode_id = _embedding_bag.MODES[mode]
-    problem = _embedding_bag.problem_of(weight, indices, offsets, mode_id,
-                                        per_sample_weights is not None)
-    backend = backend or _embedding_bag.current_backend()
-    ops = ["embedding_bag"]
-    if backward:
-        ops.append("embedding_bag_backward")
-        if per_sample_weights is not None:
-            ops.append("embedding_bag_per_sample_weights_backward")
-    return [model.decide(op, problem, hardware, backend=backend, native_available=native)
-            for op in ops]
+        print("\n\n".join(model.format_bucketed(b) for b in bucketed))
+    return [b.decision for b in bucketed]

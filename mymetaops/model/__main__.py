@@ -1,8 +1,10 @@
-"""Command line: the model's decision for a call shape, or the hardware table, on any machine.
+"""Command line: the model's decision for a call shape, the regret of deciding per bucket, or the
+hardware table, on any machine. Each op takes its family's arguments (see `explain <op> --help`).
 
     python -m mymetaops.model explain embedding_bag --device MI350X --rows 10000000 --dim 128 \\
         --bags 65536 --bag-size 32 --dtype fp32 [--index-dtype int64] [--mode sum] \\
         [--per-sample-weights] [--backward] [--backend triton] [--no-native]
+    python -m mymetaops.model regret embedding_bag --device H200 [--samples 2000] [--seed 0]
     python -m mymetaops.model hardware
 """
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .embedding_bag import ELEMENT_BYTES, INDEX_BYTES, OPS, EmbeddingBagProblem
+from .family import BACKENDS, families, family_of, get_family
 from .hardware import DTYPES, HARDWARE, HardwareSpec, detect_hardware, get_hardware
-from .select import BACKENDS, decide, format_decision
+from .regret import format_regret, sweep
+from .select import SHOWN_CANDIDATES, decide_bucketed, format_bucketed
 
 
 def hardware_table() -> str:
@@ -27,59 +30,55 @@ def hardware_table() -> str:
     return "\n".join(lines)
 
 
-def _align_bytes(row_bytes: int) -> int:
-    """Largest power of two <= 16 dividing the row bytes (tensors from torch are 16-byte aligned)."""
-    align = 16
-    while align > 1 and row_bytes % align:
-        align //= 2
-    return align
-
-
 def _device(name: str | None) -> HardwareSpec:
     return detect_hardware() if name is None else get_hardware(name)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """Built per call: families registered at runtime get their commands too."""
     parser = argparse.ArgumentParser(prog="python -m mymetaops.model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("hardware", help="print the hardware table")
-    ex = sub.add_parser("explain", help="print every candidate's predicted time and the choice")
-    ex.add_argument("op", choices=OPS)
-    ex.add_argument("--device", help=f"one of {', '.join(HARDWARE)} (default: the GPU here)")
-    ex.add_argument("--rows", type=int, required=True)
-    ex.add_argument("--dim", type=int, required=True)
-    ex.add_argument("--bags", type=int, required=True)
-    ex.add_argument("--bag-size", type=float, required=True, help="mean indices per bag")
-    ex.add_argument("--dtype", choices=sorted(ELEMENT_BYTES), default="fp32")
-    ex.add_argument("--index-dtype", choices=sorted(INDEX_BYTES), default="int64")
-    ex.add_argument("--mode", choices=("sum", "mean"), default="sum")
-    ex.add_argument("--per-sample-weights", action="store_true")
-    ex.add_argument("--backward", action="store_true", help="also the backward kernels' decisions")
-    ex.add_argument("--align-bytes", type=int, help="default: from the row bytes")
-    ex.add_argument("--backend", choices=("auto",) + BACKENDS, default="auto")
-    ex.add_argument("--no-native", action="store_true", help="as if no native kernel were built")
-    ex.add_argument("--show", type=int, default=10, help="candidates listed per decision")
-    args = parser.parse_args(argv)
+    device_help = f"one of {', '.join(HARDWARE)} (default: the GPU here)"
+    explain = sub.add_parser("explain", help="print every candidate's predicted time and the choice")
+    ops = explain.add_subparsers(dest="op", required=True, metavar="op")
+    for family in families():
+        for op in family.ops:
+            p = ops.add_parser(op, help=f"{family.name} family")
+            p.add_argument("--device", help=device_help)
+            p.add_argument("--backward", action="store_true", help="also the backward kernels' decisions")
+            p.add_argument("--backend", choices=("auto",) + BACKENDS, default="auto")
+            p.add_argument("--no-native", action="store_true", help="as if no native kernel were built")
+            p.add_argument("--show", type=int, default=SHOWN_CANDIDATES, help="candidates listed per decision")
+            family.add_arguments(p)
+    regret = sub.add_parser("regret", help="regret of deciding per bucket over realistic random problems")
+    regret.add_argument("family", choices=[f.name for f in families()])
+    regret.add_argument("--device", help=device_help)
+    regret.add_argument("--samples", type=int, default=2000, help="random problems per op")
+    regret.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "hardware":
             print(hardware_table())
             return 0
         hw = _device(args.device)
-        row_bytes = args.dim * ELEMENT_BYTES[args.dtype]
-        problem = EmbeddingBagProblem(
-            args.rows, args.dim, args.bags, round(args.bags * args.bag_size), args.dtype, args.index_dtype,
-            args.mode, args.per_sample_weights, args.align_bytes or _align_bytes(row_bytes))
-        ops = [args.op]
-        if args.backward and args.op == "embedding_bag":
-            ops.append("embedding_bag_backward")
-            if args.per_sample_weights:
-                ops.append("embedding_bag_per_sample_weights_backward")
-        decisions = [decide(op, problem, hw, args.backend, not args.no_native) for op in ops]
+        if args.command == "regret":
+            family = get_family(args.family)
+            print(format_regret(sweep(family, hw, args.samples, args.seed), family))
+            return 0
+        family = family_of(args.op)
+        problem = family.problem_from_args(args.op, args)
+        todo = [(args.op, problem)] + (family.backward_ops(args.op, problem) if args.backward else [])
+        decisions = [decide_bucketed(op, p, hw, args.backend, not args.no_native) for op, p in todo]
     except (KeyError, ValueError, RuntimeError) as e:  # unknown device, no GPU, bad combination
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    print("\n\n".join(format_decision(d, args.show) for d in decisions))
+    print("\n\n".join(format_bucketed(d, args.show) for d in decisions))
     return 0
 
 

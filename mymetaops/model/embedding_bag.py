@@ -1,5 +1,6 @@
-"""Cost model of the embedding_bag kernels: cuda/embedding_bag.cu, hip/embedding_bag.hip and
-mymetaops/triton/embedding_bag.py. Count first (bytes, random accesses, instructions, blocks,
+"""The embedding_bag family: its problem, buckets, and the cost model of its candidates --
+cuda/embedding_bag.cu, hip/embedding_bag.hip, mymetaops/triton/embedding_bag.py and, for the
+forward, torch.nn.functional.embedding_bag. Count first (bytes, random accesses, instructions, blocks,
 latency chains), then turn the counts into time with the device's bandwidths, access rate,
 latency and issue rate.
 
@@ -15,19 +16,23 @@ access of its own.) Lines written at random stall the bus (write turnaround) on 
 everything else, and launching a block costs SM time (it matters for grids of tiny blocks):
     t = launch + (t_bytes^P + t_accesses^P + t_issue^P + t_blocks^P)^(1/P) + t_random_writes
 Items flow through the resident slots (occupancy from registers), but no faster than whole waves
-of latency chains.
+of latency chains. (The shared pieces -- utilization, waves, occupancy, overlap -- are in costs.py.)
 Tags: [M] measured on this project's H200, 2026-11, with torch tensors (every native config and
 ~40 Triton configs on the four benchmark shapes, 16 calibration and validation shapes, forward
 and both backwards); [D] datasheet, compiler or ISA fact; [A] assumed.
 """
 from __future__ import annotations
 
+import argparse
+import inspect
 import math
-from dataclasses import dataclass
-from typing import NamedTuple
+import random
+from dataclasses import dataclass, replace
 
-from mymetaops.configs import NativeEmbeddingBagConfig, TritonEmbeddingBagConfig
+from mymetaops.configs import NativeEmbeddingBagConfig, TorchEmbeddingBagConfig, TritonEmbeddingBagConfig
 
+from . import costs
+from .family import Estimate, Family, register
 from .hardware import HardwareSpec
 
 ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -35,12 +40,6 @@ INDEX_BYTES = {"int32": 4, "int64": 8}
 OPS = ("embedding_bag", "embedding_bag_backward", "embedding_bag_per_sample_weights_backward")
 FORWARD, BACKWARD, PSW_BACKWARD = OPS
 
-# --- memory system -------------------------------------------------------------------------------
-QUEUEING_K = 0.1  # [M] loaded-latency growth: fits H200 gathers at 26-85% load within 7%
-OVERLAP_P = 4.0  # [M] bytes, accesses and issue overlap imperfectly: a p-norm, not a max
-GATHER_EFFICIENCY = 0.92  # [M] random-row traffic reaches this share of the copy bandwidth (H200)
-LLC_USABLE_FRACTION = 0.75  # [A] share of the last-level cache a gathered tensor keeps
-CACHE_LINE_BYTES = 128  # [D] L2 line (Hopper, Blackwell, CDNA): random writes reach DRAM per line
 # --- native kernels ------------------------------------------------------------------------------
 MAX_BLOCK_THREADS = 1024  # [D] the kernels are built for 1024-thread blocks: it caps registers
 NATIVE_BLOCK_THREADS = 256  # [M] 128 / 256 / 512 ran within 1-2% of each other
@@ -48,7 +47,6 @@ UNROLLS = (1, 2, 4, 8)
 # [M] ptxas -v sm_90a: registers ~= base + held + unroll * (vec / 4 + per row), per op (per row:
 # 64-bit address, scale, predicate; + the row's dot product in the psw backward).
 NATIVE_REGISTERS = {FORWARD: (28, 4), BACKWARD: (22, 2), PSW_BACKWARD: (28, 5)}
-REGISTER_GRANULE = 8  # [D] allocation unit per thread (both vendors); also the estimate's error
 NATIVE_STEP_INSTR = 12  # [A] warp instructions per step: loop, bounds, index loads, compares
 NATIVE_ROW_INSTR = 8  # [A] per unrolled row: address, predicate, load, scale
 INSTR_PER_ELEMENT = {4: 1.0, 2: 1.5}  # [A] an FMA per element, + a conversion for 16-bit types
@@ -61,7 +59,6 @@ TRITON_BASE_REGISTERS = 24  # [A] program ids, bounds, base pointers
 TRITON_LOAD_INSTR = 4  # [A] per vector load and thread: 64-bit address and mask
 TRITON_PROGRAM_INSTR = 150  # [M] warp instructions per program and warp (fitted, backward)
 TRITON_STEP_INSTR = 250  # [M] per step and warp: index load, 64-bit addresses, masks, reductions
-TRITON_LAUNCH_EXTRA_US = 2.0  # [A] Triton's Python launcher does more host work per call
 # [M] What the counts miss (layout conversions, the tile reduction each step), one factor per
 # num_warps: 2 warps ran 1.0-2.3x (median 1.3x) slower than 1; 4 and 8 warps 2-8x: not offered.
 TRITON_SLOWDOWN = {1: 1.1, 2: 1.45}
@@ -76,6 +73,13 @@ SORT_BITS_PER_PASS = 8  # [D] CUB onesweep radix sort over all key bits (torch.s
 # passes at a fraction of the copy bandwidth.
 SORT_FIXED_US = 90.0
 SORT_BANDWIDTH_FRACTION = 0.55
+# --- the vendor op: torch.nn.functional.embedding_bag (forward only) ----------------------------
+# [M] H200, torch 2.11, uniform random rows, tables of 0.5-5 GB: (10M rows, D128, 65536 bags of 32)
+# fp32 0.613 ms, bf16 0.519 ms; (20M, D64, 131072 x 16) fp16 0.303 ms; (1M, D256, 16384 x 100) fp32
+# 0.885 ms: 440-520 G gathered elements/s whatever the bytes, ~1.8 per SM per clock (132 SMs at
+# 1.98 GHz). [A] The same per SM/CU and clock on other devices.
+VENDOR_ELEMENTS_PER_SM_CLOCK = 1.8
+VENDOR_FORWARD = TorchEmbeddingBagConfig()
 
 
 @dataclass(frozen=True)
@@ -116,36 +120,7 @@ def describe(p: EmbeddingBagProblem) -> str:
             f"{p.index_dtype} indices ({per_bag:.1f}/bag), {p.mode}{extras}, {p.align_bytes}-byte aligned")
 
 
-class Estimate(NamedTuple):  # a tuple, not a dataclass: built for every candidate, so kept cheap
-    time_us: float
-    bound: str  # "memory" | "latency" | "compute" | "launch"
-    detail: str
-    margin: float  # bytes in flight / bytes in flight that saturate memory (robustness tie-break)
-    registers: int
-    pieces: int  # pieces a row is fetched in (robustness tie-break)
-
-
 # --- counting: what an op moves, whatever the kernel ---------------------------------------------
-
-def expected_distinct(num_rows: int, draws: int) -> float:
-    """Expected distinct rows among `draws` uniform random picks of `num_rows`: R(1 - e^(-N/R))."""
-    return num_rows * -math.expm1(-draws / num_rows) if num_rows else 0.0
-
-
-def _fetch_bytes(row_bytes: int, align: int, sector: int) -> float:
-    """Mean whole-sector bytes read for one row. Rows start at multiples of the row stride from a
-    base that is sector-aligned when fully (16-byte) aligned, as torch allocations are; a less
-    aligned base (a view) can start anywhere at multiples of `align`."""
-    step = math.gcd(row_bytes, sector) if align == 16 else math.gcd(math.gcd(row_bytes, sector), align)
-    starts = range(0, sector, step)
-    return sum(-(-(s + row_bytes) // sector) for s in starts) * sector / len(starts)
-
-
-def _hit_fraction(hw: HardwareSpec, footprint: float) -> float:
-    """Uniformly random rows of `footprint` bytes: the cache holds usable/footprint of them."""
-    usable = hw.l2_bytes * LLC_USABLE_FRACTION
-    return 1.0 if footprint <= usable else usable / footprint
-
 
 class Work:
     """One op on one device, counted once; the per-config estimates read it."""
@@ -156,21 +131,21 @@ class Work:
         self.op, self.p, self.hw = op, p, hw
         self.elt, self.row_bytes = p.elt, p.row_bytes
         ib, n, b = INDEX_BYTES[p.index_dtype], p.num_indices, p.num_bags
-        fetch = _fetch_bytes(p.row_bytes, p.align_bytes, hw.sector_bytes) if p.dim else 0.0
+        fetch = costs.fetch_bytes(p.row_bytes, p.align_bytes, hw.sector_bytes) if p.dim else 0.0
         self.glue_us, self.glue = 0.0, ""
         self.random_writes = 0.0  # cache lines written at random places
         if op == BACKWARD:
-            distinct = expected_distinct(p.num_rows, n)
+            distinct = costs.expected_distinct(p.num_rows, n)
             self.units, self.active, self.rows = n, distinct, (n / distinct if distinct else 0.0)
-            self.hit = _hit_fraction(hw, b * p.row_bytes)  # grad_output rows are re-read
+            self.hit = costs.hit_fraction(hw, b * p.row_bytes)  # grad_output rows are re-read
             scales = 4 if p.mode == "mean" or p.has_per_sample_weights else 0
             self.step_elem = 8  # sorted bag ids
             stream, written = n * (ib + 8 + scales), distinct * p.row_bytes
-            self.random_writes = distinct * -(-p.row_bytes // CACHE_LINE_BYTES)
+            self.random_writes = distinct * -(-p.row_bytes // costs.CACHE_LINE_BYTES)
             self._glue(n, ib, scales)
         else:
             self.units, self.active, self.rows = b, b, (n / b if b else 0.0)
-            self.hit = _hit_fraction(hw, p.num_rows * p.row_bytes)
+            self.hit = costs.hit_fraction(hw, p.num_rows * p.row_bytes)
             self.step_elem = ib
             stream = (b + 1) * ib + n * ib  # offsets + indices
             if op == FORWARD:
@@ -182,15 +157,15 @@ class Work:
         self.cache_bytes = gather * self.hit
         self.dram_bytes = gather - self.cache_bytes + stream + written
         # Every byte crosses the last-level cache; DRAM bytes also cross HBM.
-        self.roofline_us = max(self.dram_bytes / (hw.achievable_hbm_tbps * GATHER_EFFICIENCY),
+        self.roofline_us = max(self.dram_bytes / (hw.achievable_hbm_tbps * costs.GATHER_EFFICIENCY),
                                (self.dram_bytes + self.cache_bytes) / hw.llc_tbps) / 1e6
         self.row_ns = self.hit * hw.llc_latency_ns + (1.0 - self.hit) * hw.mem_latency_ns
         self.active_fraction = self.active / self.units if self.units else 0.0
         # The same for every config: hoisted out of the per-config work.
-        self.us_per_instr = 1e-3 / (hw.sm_count * hw.issue_lanes_per_clock / hw.warp_size * hw.clock_ghz)
+        self.us_per_instr = costs.us_per_warp_instruction(hw)
         self.access_us = self.active * self.rows * (1.0 - self.hit) / hw.dram_access_rate_g * 1e-3
         self.write_us = self.random_writes / hw.dram_access_rate_g * 1e-3
-        self.us_per_block = hw.block_launch_cycles / hw.clock_ghz * 1e-3 / hw.sm_count
+        self.us_per_block = costs.us_per_block(hw)
         self.all_bytes = self.dram_bytes + self.cache_bytes
         self.moved = (f"{gather / 1e6:.0f} MB gathered ({self.hit:.0%} cached) + "
                       f"{(stream + written) / 1e6:.0f} MB streamed")
@@ -224,55 +199,15 @@ class Work:
         if active <= 0 or self.roofline_us <= 0 or resident <= 0:
             return Estimate(launch_us + self.glue_us, "launch", "nothing to gather" + self.glue, math.inf,
                             registers, pieces)
-        per_item = self.roofline_us / active  # us per item at full bandwidth
-        q_item = per_item * 1e3 / chain_ns  # bandwidth one item in flight carries, over the roofline
-        # Items flow through `resident` slots; but no faster than whole waves of unloaded chains.
-        bytes_us = max(active * per_item / _utilization(min(resident, active) * q_item),
-                       math.ceil(active / resident) * chain_ns * 1e-3)
+        bytes_us, margin = costs.flow_us(active, resident, self.roofline_us, chain_ns)
         issue_us = warp_instr * self.us_per_instr
         access_us = self.access_us * accesses_per_row
         block_us = blocks * self.us_per_block
-        body = (bytes_us ** OVERLAP_P + access_us ** OVERLAP_P + issue_us ** OVERLAP_P
-                + block_us ** OVERLAP_P) ** (1 / OVERLAP_P)
-        body = (body + self.write_us) * slowdown
-        margin = min(resident, active) * q_item
-        if launch_us >= body:
-            bound = "launch"
-        elif max(issue_us, block_us) >= max(bytes_us, access_us):
-            bound = "compute"
-        else:
-            bound = "memory" if access_us >= bytes_us or margin >= 1.0 else "latency"
+        body = (costs.overlap(bytes_us, access_us, issue_us, block_us) + self.write_us) * slowdown
+        bound = costs.bound_of(launch_us, body, max(issue_us, block_us), bytes_us, margin, access_us)
         detail = (f"{self.moved} at {self.all_bytes / body * 1e-6:.2f} TB/s; {occupancy}; "
                   f"in flight {margin:.1f}x the need{self.glue}")
         return Estimate(launch_us + body + self.glue_us, bound, detail, margin, registers, pieces)
-
-
-def _utilization(q: float) -> float:
-    """rho solving rho * (1 + K rho / (1 - rho)) = q, where q is the bandwidth the bytes in flight
-    would carry at unloaded latency over the roofline bandwidth."""
-    a, b = 1.0 - QUEUEING_K, 1.0 + q
-    return (b - math.sqrt(b * b - 4.0 * a * q)) / (2.0 * a)
-
-
-def _resident_blocks(hw: HardwareSpec, block_threads: int, registers: int) -> int:
-    """Blocks per SM/CU: thread, block and register limits (registers are per warp partition)."""
-    per_partition = hw.registers_per_sm // hw.register_partitions
-    warps_by_regs = hw.register_partitions * (per_partition // (registers * hw.warp_size))
-    return min(hw.max_blocks_per_sm, hw.max_threads_per_sm // block_threads,
-               warps_by_regs // (block_threads // hw.warp_size))
-
-
-def _active_resident(blocks: int, items_per_block: int, active_fraction: float) -> float:
-    """Active items resident at once. Blocks without an active item retire at once, so resident
-    blocks hold at least one: E[active | >= 1] of binomial(items_per_block, active_fraction)."""
-    if active_fraction <= 0.0 or active_fraction >= 1.0:
-        return blocks * items_per_block * min(active_fraction, 1.0)
-    mean = items_per_block * active_fraction
-    return blocks * mean / -math.expm1(items_per_block * math.log1p(-active_fraction))
-
-
-def _round_up(x: float, to: int) -> int:
-    return int(-(-x // to) * to)
 
 
 # --- native kernels ------------------------------------------------------------------------------
@@ -285,7 +220,7 @@ def native_registers(op: str, p: EmbeddingBagProblem, hw: HardwareSpec, c: Nativ
     held = words if op == PSW_BACKWARD else c.vec_bytes // p.elt  # grad slice / fp32 accumulators
     need = base + held + c.unroll * (words + per_row)
     cap = hw.registers_per_sm // MAX_BLOCK_THREADS
-    return None if need > cap + REGISTER_GRANULE else min(_round_up(need, REGISTER_GRANULE), cap)
+    return None if need > cap + costs.REGISTER_GRANULE else min(costs.round_registers(need), cap)
 
 
 def native_configs(op: str, p: EmbeddingBagProblem, hw: HardwareSpec) -> list[tuple[NativeEmbeddingBagConfig, int]]:
@@ -313,7 +248,7 @@ def native_configs(op: str, p: EmbeddingBagProblem, hw: HardwareSpec) -> list[tu
 
 def native_estimate(w: Work, c: NativeEmbeddingBagConfig, regs: int) -> Estimate:
     hw = w.hw
-    blocks = _resident_blocks(hw, c.block_threads, regs) * hw.sm_count
+    blocks = costs.resident_blocks(hw, c.block_threads, regs) * hw.sm_count
     piece = c.lanes_per_bag * c.vec_bytes
     chunks = max(1, -(-w.row_bytes // piece))
     # A step's indices miss to DRAM once per sector of them; later column chunks find them cached.
@@ -327,12 +262,12 @@ def native_estimate(w: Work, c: NativeEmbeddingBagConfig, regs: int) -> Estimate
         row_instr += 2 * math.log2(c.lanes_per_bag)
     groups_per_warp = max(1, hw.warp_size // c.lanes_per_bag)  # narrow groups share instructions
     return w.estimate(
-        regs, _active_resident(blocks, c.block_threads // c.lanes_per_bag, w.active_fraction),
+        regs, costs.active_resident(blocks, c.block_threads // c.lanes_per_bag, w.active_fraction),
         hw.mem_latency_ns + steps * step_ns,  # chain: the offsets / run-start load, then the steps
         w.active * steps * (NATIVE_STEP_INSTR + c.unroll * row_instr) / groups_per_warp,
         -(-w.units // (c.block_threads // c.lanes_per_bag)), chunks,
-        chunks if w.op == PSW_BACKWARD and piece < CACHE_LINE_BYTES else 1,
-        hw.launch_overhead_us, 1.0,
+        chunks if w.op == PSW_BACKWARD and piece < costs.CACHE_LINE_BYTES else 1,
+        costs.launch_us(hw, "native"), 1.0,
         f"{blocks // hw.sm_count * c.block_threads // hw.warp_size} warps/SM ({regs} regs), "
         f"{min(piece, w.row_bytes)} B pieces")
 
@@ -350,7 +285,7 @@ def triton_registers(p: EmbeddingBagProblem, hw: HardwareSpec, c: TritonEmbeddin
     elt = ELEMENT_BYTES[p.weight_dtype]
     tile = per_thread * (elt / 4 + (elt < 4))  # loaded words (+ their fp32 copies)
     pointers = 2 * per_thread * elt / triton_vector_bytes(p)  # a 64-bit address per vector
-    return min(_round_up(TRITON_BASE_REGISTERS + tile + pointers, REGISTER_GRANULE), hw.max_registers_per_thread)
+    return min(costs.round_registers(TRITON_BASE_REGISTERS + tile + pointers), hw.max_registers_per_thread)
 
 
 def triton_configs(p: EmbeddingBagProblem, hw: HardwareSpec) -> list[TritonEmbeddingBagConfig]:
@@ -370,7 +305,7 @@ def triton_configs(p: EmbeddingBagProblem, hw: HardwareSpec) -> list[TritonEmbed
 def triton_estimate(w: Work, c: TritonEmbeddingBagConfig) -> Estimate:
     p, hw = w.p, w.hw
     regs = triton_registers(p, hw, c)
-    blocks = _resident_blocks(hw, c.num_warps * hw.warp_size, regs) * hw.sm_count
+    blocks = costs.resident_blocks(hw, c.num_warps * hw.warp_size, regs) * hw.sm_count
     d_chunks = max(1, -(-p.dim // c.block_d))
     index_ns = min(1.0, c.block_l * w.step_elem / hw.sector_bytes) * hw.mem_latency_ns
     if w.op == PSW_BACKWARD:  # one program per bag loops over the columns inside each step
@@ -384,10 +319,172 @@ def triton_estimate(w: Work, c: TritonEmbeddingBagConfig) -> Estimate:
     step_instr = TRITON_STEP_INSTR + per_thread * INSTR_PER_ELEMENT[w.elt] + loads * TRITON_LOAD_INSTR
     warps = c.num_warps * slices
     return w.estimate(
-        regs, _active_resident(blocks, 1, w.active_fraction) / slices,  # an item is `slices` programs
+        regs, costs.active_resident(blocks, 1, w.active_fraction) / slices,  # an item is `slices` programs
         hw.mem_latency_ns + steps * step_ns,
         warps * (w.units * TRITON_PROGRAM_INSTR + w.active * steps * step_instr),
-        w.units * slices, d_chunks, d_chunks if w.op == PSW_BACKWARD and c.block_d * w.elt < CACHE_LINE_BYTES else 1,
-        hw.launch_overhead_us + TRITON_LAUNCH_EXTRA_US,
+        w.units * slices, d_chunks,
+        d_chunks if w.op == PSW_BACKWARD and c.block_d * w.elt < costs.CACHE_LINE_BYTES else 1,
+        costs.launch_us(hw, "triton"),
         (TRITON_FORWARD_SLOWDOWN if w.op == FORWARD else TRITON_SLOWDOWN)[c.num_warps],
         f"{blocks // hw.sm_count} programs/SM ({regs} regs), {steps:.1f} steps")
+
+
+# --- the vendor op -------------------------------------------------------------------------------
+
+def vendor_estimate(w: Work) -> Estimate:
+    """torch.nn.functional.embedding_bag: bound by its rate of gathered elements, or by the bytes
+    it moves at copy bandwidth."""
+    p, hw = w.p, w.hw
+    rate_g = VENDOR_ELEMENTS_PER_SM_CLOCK * hw.sm_count * hw.clock_ghz  # elements per ns
+    elements_us = p.num_indices * p.dim / rate_g * 1e-3
+    bytes_us = w.dram_bytes / (hw.achievable_hbm_tbps * 1e6)
+    launch = costs.launch_us(hw, "vendor")
+    body = max(elements_us, bytes_us)
+    source = "measured on the H200" if hw.name == "H200" else "the H200's, scaled by SMs x clock"
+    detail = (f"torch's kernel: {p.num_indices * p.dim / 1e6:.0f}M elements at {rate_g:.0f} G/s "
+              f"({source}); {w.dram_bytes / 1e6:.0f} MB at copy bandwidth {bytes_us:.0f} us")
+    # Its bytes in flight are not modeled: margin and registers only matter in ties among our configs.
+    return Estimate(launch + body, costs.bound_of(launch, body, elements_us, bytes_us, math.inf), detail,
+                    math.inf, 0, 1)
+
+
+# --- the family: problems from calls and CLI arguments, buckets, samples -------------------------
+
+# The C++ DType enum (csrc/include/mymetaops/types.h) and the mode ids of the schemas.
+DTYPE_IDS = {"fp32": 0, "fp16": 1, "bf16": 2, "int32": 3, "int64": 4}
+DTYPE_NAMES = {v: k for k, v in DTYPE_IDS.items()}
+MODE_IDS = {"sum": 0, "mean": 1}
+MODE_NAMES = {v: k for k, v in MODE_IDS.items()}
+_TORCH_DTYPES = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.bfloat16": "bf16",
+                 "torch.int32": "int32", "torch.int64": "int64"}  # by str(): no torch import here
+NO_BAGS, NO_INDICES, NO_TABLE = -1, -1000, -1  # bucket fields of empty sizes
+SAMPLE_DIMS = (16, 32, 64, 128, 256)
+
+
+def align_bytes(*values: int) -> int:
+    """Largest power of two <= 16 dividing every value (pointers, byte counts)."""
+    align = 16
+    for value in values:
+        while align > 1 and value % align:
+            align //= 2
+    return align
+
+
+def _wrapper_arguments(input, weight, offsets=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                       mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                       padding_idx=None, *, validate=True):
+    """The signature of mymetaops.embedding_bag (that of torch.nn.functional.embedding_bag)."""
+
+
+class EmbeddingBagFamily(Family):
+    name = "embedding_bag"
+    ops = OPS
+    problem_type = EmbeddingBagProblem
+
+    def candidates(self, op, problem, hw):
+        work = Work(op, problem, hw)
+        for config, registers in native_configs(op, problem, hw):
+            yield "native", config, native_estimate(work, config, registers)
+        for config in triton_configs(problem, hw):
+            yield "triton", config, triton_estimate(work, config)
+        if op == FORWARD:
+            yield "vendor", VENDOR_FORWARD, vendor_estimate(work)
+
+    def missing_backend_note(self, op, backend):
+        if backend == "vendor" and op != FORWARD:
+            return "torch has no standalone op that takes these arguments"
+        return ""
+
+    def describe(self, problem):
+        return describe(problem)
+
+    def add_arguments(self, parser):
+        parser.add_argument("--rows", type=int, required=True)
+        parser.add_argument("--dim", type=int, required=True)
+        parser.add_argument("--bags", type=int, required=True)
+        parser.add_argument("--bag-size", type=float, required=True, help="mean indices per bag")
+        parser.add_argument("--dtype", choices=sorted(ELEMENT_BYTES), default="fp32")
+        parser.add_argument("--index-dtype", choices=sorted(INDEX_BYTES), default="int64")
+        parser.add_argument("--mode", choices=tuple(MODE_IDS), default="sum")
+        parser.add_argument("--per-sample-weights", action="store_true")
+        parser.add_argument("--align-bytes", type=int,
+                            help="default: from the row bytes (torch tensors are 16-byte aligned)")
+
+    def problem_from_args(self, op, args: argparse.Namespace):
+        row_bytes = args.dim * ELEMENT_BYTES[args.dtype]
+        return EmbeddingBagProblem(
+            args.rows, args.dim, args.bags, round(args.bags * args.bag_size), args.dtype, args.index_dtype,
+            args.mode, args.per_sample_weights, args.align_bytes or align_bytes(row_bytes))
+
+    def problem_from_call(self, op, *args, **kwargs):
+        """The problem of `mymetaops.embedding_bag(*args, **kwargs)`, built as the dispatch does."""
+        if op != FORWARD:
+            raise ValueError(f"explain takes calls of {FORWARD} (backward=True adds its backward ops), not {op}")
+        a = inspect.signature(_wrapper_arguments).bind(*args, **kwargs).arguments
+        input, weight, offsets = a["input"], a["weight"], a.get("offsets")
+        if weight.dim() != 2:
+            raise ValueError("embedding_bag: weight must be a 2-D tensor [num_rows, dim]")
+        index_dtype = _TORCH_DTYPES[str(input.dtype)]
+        if input.dim() == 2:  # fixed-size bags, one per row
+            num_bags = input.shape[0]
+        else:
+            if offsets is None:
+                raise ValueError("embedding_bag: offsets is required when input is 1-D")
+            num_bags = offsets.numel() - 1 if a.get("include_last_offset", False) else offsets.numel()
+            if offsets.dtype != input.dtype:
+                index_dtype = "int64"  # mixed widths promote to int64, as in torch
+        weight_dtype = _TORCH_DTYPES[str(weight.dtype)]
+        row_bytes = weight.shape[1] * weight.element_size()
+        if weight.device.type == "meta":
+            align = 16
+        elif weight.stride(1) != 1 and weight.shape[1] != 1:  # the dispatch runs a contiguous copy
+            align = align_bytes(row_bytes)
+        else:
+            align = align_bytes(weight.data_ptr(), row_bytes, weight.stride(0) * weight.element_size())
+        return EmbeddingBagProblem(weight.shape[0], weight.shape[1], num_bags, input.numel(), weight_dtype,
+                                   index_dtype, a.get("mode", "mean"), a.get("per_sample_weights") is not None,
+                                   align)
+
+    def backward_ops(self, op, problem):
+        if op != FORWARD:
+            return []
+        # The weight backward gathers rows of grad_output, a fresh contiguous [bags, dim] tensor.
+        out = [(BACKWARD, replace(problem, align_bytes=align_bytes(problem.row_bytes)))]
+        if problem.has_per_sample_weights:
+            out.append((PSW_BACKWARD, problem))
+        return out
+
+    def bucket_key(self, op, p):
+        """(weight dtype, index dtype, dim, align bytes, mode, has psw, half octaves of the bags,
+        quarter octaves of the mean bag length, half octaves of the table's bytes); all three ops
+        share it. Mirrored in C++ by the dispatch: floor(k * log2(double)) there too."""
+        bags = math.floor(2 * math.log2(p.num_bags)) if p.num_bags else NO_BAGS
+        length = (math.floor(4 * math.log2(p.num_indices / p.num_bags)) if p.num_indices and p.num_bags
+                  else NO_INDICES)
+        table_bytes = p.num_rows * p.row_bytes
+        table = math.floor(2 * math.log2(table_bytes)) if table_bytes else NO_TABLE
+        return (DTYPE_IDS[p.weight_dtype], DTYPE_IDS[p.index_dtype], p.dim, p.align_bytes, MODE_IDS[p.mode],
+                int(p.has_per_sample_weights), bags, length, table)
+
+    def problem_from_key(self, op, key):
+        """The geometric middle of each rounded size."""
+        weight_dtype, index_dtype, dim, align, mode, psw, bags_b, length_b, table_b = key
+        num_bags = 0 if bags_b == NO_BAGS else round(2 ** ((bags_b + 0.5) / 2))
+        num_indices = 0 if length_b == NO_INDICES else round(num_bags * 2 ** ((length_b + 0.5) / 4))
+        row_bytes = dim * ELEMENT_BYTES[DTYPE_NAMES[weight_dtype]]
+        num_rows = 0 if table_b == NO_TABLE else max(1, round(2 ** ((table_b + 0.5) / 2) / row_bytes))
+        return EmbeddingBagProblem(num_rows, dim, num_bags, num_indices, DTYPE_NAMES[weight_dtype],
+                                   DTYPE_NAMES[index_dtype], MODE_NAMES[mode], bool(psw), align)
+
+    def sample(self, op, rng: random.Random):
+        """Recsys tables: 1e3-1e8 rows, the usual dims, 2^8-2^17 bags of 1-100 mean lookups."""
+        dim, dtype = rng.choice(SAMPLE_DIMS), rng.choice(tuple(ELEMENT_BYTES))
+        psw = op == PSW_BACKWARD or rng.random() < 0.25
+        num_bags = round(2 ** rng.uniform(8, 17))
+        return EmbeddingBagProblem(
+            round(10 ** rng.uniform(3, 8)), dim, num_bags, round(num_bags * 10 ** rng.uniform(0, 2)), dtype,
+            rng.choice(tuple(INDEX_BYTES)), "sum" if psw else rng.choice(tuple(MODE_IDS)), psw,
+            align_bytes(dim * ELEMENT_BYTES[dtype]))
+
+
+FAMILY = register(EmbeddingBagFamily())
