@@ -1,8 +1,15 @@
-// The Python module mymetaops._C. It exposes nothing itself: importing it loads the library,
-// whose static initializers register the ops with the PyTorch dispatcher.
-#include <Python.h>
+// The Python module mymetaops._C. Importing it loads the library, whose static initializers
+// register the ops with the PyTorch dispatcher; the functions below connect the C++ dispatch to
+// mymetaops.ops.dispatch (the model on a cache miss, the Triton launchers) and to check_errors().
+#include <torch/extension.h>
 
-extern "C" PyObject* PyInit__C(void) {
-  static PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", "mymetaops operators", -1, nullptr};
-  return PyModule_Create(&module);
+namespace mymetaops::dispatch {
+void bind(pybind11::module_& m);
+void bind_errors(pybind11::module_& m);
+}  // namespace mymetaops::dispatch
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "mymetaops operators";
+  mymetaops::dispatch::bind(m);
+  mymetaops::dispatch::bind_errors(m);
 }

@@ -1,35 +1,40 @@
 // The one TORCH_LIBRARY of mymetaops: every schema is defined here, once.
-// Kernels are registered per backend next to their op (csrc/<family>/<op>*.cpp, TORCH_LIBRARY_IMPL),
-// and in Python for the GPU entry points that consult mymetaops.model (mymetaops/ops/<family>.py).
+// Kernels are registered per backend next to their op (csrc/<family>/*.cpp, TORCH_LIBRARY_IMPL):
+// CPU, CUDA (also ROCm's HIP, which torch dispatches as CUDA) and Autograd, all in C++; the fake
+// kernels for torch.compile are in Python (mymetaops/ops/<family>.py).
 #include <torch/library.h>
 
 TORCH_LIBRARY(mymetaops, m) {
   // ---- embedding bag -------------------------------------------------------------------------
-  // offsets has num_bags + 1 entries (FBGEMM form); mode: 0 = sum, 1 = mean; padding_idx -1 = none.
+  // mode: 0 = sum, 1 = mean; padding_idx -1 = none. offsets has num_bags + 1 entries (FBGEMM
+  // form, include_last_offset=True) or num_bags entries (torch's default form, the last bag ending
+  // at the end of indices).
   m.def(
       "embedding_bag(Tensor weight, Tensor indices, Tensor offsets, int mode=0, "
-      "Tensor? per_sample_weights=None, int padding_idx=-1) -> Tensor");
+      "Tensor? per_sample_weights=None, int padding_idx=-1, bool include_last_offset=True) -> Tensor");
   // Dense gradient of the table (in grad_output's dtype).
   m.def(
       "embedding_bag_backward(Tensor grad_output, Tensor indices, Tensor offsets, SymInt num_rows, "
-      "int mode=0, Tensor? per_sample_weights=None, int padding_idx=-1) -> Tensor");
+      "int mode=0, Tensor? per_sample_weights=None, int padding_idx=-1, "
+      "bool include_last_offset=True) -> Tensor");
   m.def(
       "embedding_bag_per_sample_weights_backward(Tensor grad_output, Tensor weight, Tensor indices, "
-      "Tensor offsets, int mode=0, int padding_idx=-1) -> Tensor");
-  // The argument checks of embedding_bag (shapes, dtypes, devices; no values), shared by every
-  // backend's entry point and by the fake kernel, so errors read the same everywhere.
+      "Tensor offsets, int mode=0, int padding_idx=-1, bool include_last_offset=True) -> Tensor");
+  // The argument checks of each op (shapes, dtypes, devices; no values): the one place they live,
+  // called by every backend's kernel and by the fake kernels, so errors read the same everywhere.
   m.def(
       "_embedding_bag_check(Tensor weight, Tensor indices, Tensor offsets, int mode, "
-      "Tensor? per_sample_weights, int padding_idx) -> ()");
-  // Native GPU kernels with an explicit kernel config [vec_bytes, lanes_per_bag, unroll,
-  // block_threads], chosen by mymetaops.model; the public ops above dispatch to them.
+      "Tensor? per_sample_weights, int padding_idx, bool include_last_offset) -> ()");
+  m.def(
+      "_embedding_bag_backward_check(Tensor grad_output, Tensor indices, Tensor offsets, "
+      "SymInt num_rows, int mode, Tensor? per_sample_weights, int padding_idx, "
+      "bool include_last_offset) -> ()");
+  m.def(
+      "_embedding_bag_per_sample_weights_backward_check(Tensor grad_output, Tensor weight, "
+      "Tensor indices, Tensor offsets, int mode, int padding_idx, bool include_last_offset) -> ()");
+  // The native forward kernel with an explicit config [vec_bytes, lanes_per_bag, unroll,
+  // block_threads] (benchmarks time every candidate of the model through it).
   m.def(
       "_embedding_bag_native(Tensor weight, Tensor indices, Tensor offsets, int mode, "
-      "Tensor? per_sample_weights, int padding_idx, int[] config) -> Tensor");
-  m.def(
-      "_embedding_bag_backward_native(Tensor grad_output, Tensor sorted_rows, Tensor sorted_bags, "
-      "Tensor? sorted_scales, SymInt num_rows, int[] config) -> Tensor");
-  m.def(
-      "_embedding_bag_per_sample_weights_backward_native(Tensor grad_output, Tensor weight, "
-      "Tensor indices, Tensor offsets, int padding_idx, int[] config) -> Tensor");
+      "Tensor? per_sample_weights, int padding_idx, bool include_last_offset, int[] config) -> Tensor");
 }

@@ -1,13 +1,35 @@
 """mymetaops: dual-vendor (CUDA + HIP) PyTorch operators for recommendation-model training.
 
-Ops live in `torch.ops.mymetaops`; the functions here are thin, torch.nn.functional-style wrappers.
-On GPU, `mymetaops.model` picks the kernel for each call; `explain` shows why.
+Ops live in `torch.ops.mymetaops` (registered by `import mymetaops.ops`, which touching any op
+below does too); the functions here are thin, torch.nn.functional-style wrappers, and `mymetaops.nn`
+holds drop-in modules. On GPU, `mymetaops.model` picks the kernel for each call; `explain` shows why.
+
+Importing the package loads nothing heavy: the compiled library, Triton and the ops load on first
+use, so `mymetaops.model` (pure Python) works on any machine, with or without a build.
 """
-import torch  # noqa: F401  (loads libtorch, which _C links against)
+from __future__ import annotations
 
-from mymetaops import _C  # noqa: F401  (loads the library: registers every op's schema and kernels)
+import importlib
+
 from mymetaops._backend import BACKENDS, current_backend, use_backend
-from mymetaops.explain import explain
-from mymetaops.ops.embedding_bag import embedding_bag
 
-__all__ = ["BACKENDS", "current_backend", "embedding_bag", "explain", "use_backend"]
+_LAZY = {  # attribute: (module, name in it, or None for the module itself)
+    "embedding_bag": ("mymetaops.ops.embedding_bag", "embedding_bag"),
+    "check_errors": ("mymetaops.ops.errors", "check_errors"),
+    "explain": ("mymetaops.explain", "explain"),
+    "nn": ("mymetaops.nn", None),
+    "ops": ("mymetaops.ops", None),
+    "model": ("mymetaops.model", None),
+}
+
+__all__ = ["BACKENDS", "current_backend", "use_backend", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mymetaops' has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value

@@ -1,4 +1,5 @@
-// Shared by the CPU kernels (embedding_bag.cpp) and the GPU glue (embedding_bag_gpu.cpp).
+// Shared by the checks and CPU kernels (embedding_bag.cpp), the autograd (embedding_bag_autograd.cpp)
+// and the GPU glue (embedding_bag_gpu.cpp).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -12,18 +13,28 @@ namespace mymetaops::embedding_bag {
 constexpr int64_t kModeSum = 0;
 constexpr int64_t kModeMean = 1;
 
-// Shape, dtype, device and argument checks that need no tensor values (so they are cheap on GPU).
+// Argument checks of the three ops (shapes, dtypes, devices; never values, so they cost no sync).
+// Every backend's kernel and the fake kernels call these: the one place arguments are checked.
 void check_forward_args(const at::Tensor& weight, const at::Tensor& indices,
                         const at::Tensor& offsets, int64_t mode,
-                        const std::optional<at::Tensor>& per_sample_weights, int64_t padding_idx);
-void check_lookup_args(const at::Tensor& indices, const at::Tensor& offsets,
-                       const at::Device& device, const c10::SymInt& num_rows, int64_t mode,
-                       int64_t padding_idx, const char* op);
-void check_per_sample_weights(const std::optional<at::Tensor>& per_sample_weights,
-                              const at::Tensor& indices, at::ScalarType dtype,
-                              const at::Device& device, int64_t mode, const char* op);
-void check_grad_output(const at::Tensor& grad_output, const at::Tensor& offsets,
-                       const c10::SymInt& dim, const char* op);
+                        const std::optional<at::Tensor>& per_sample_weights, int64_t padding_idx,
+                        bool include_last_offset);
+void check_backward_args(const at::Tensor& grad_output, const at::Tensor& indices,
+                         const at::Tensor& offsets, const c10::SymInt& num_rows, int64_t mode,
+                         const std::optional<at::Tensor>& per_sample_weights, int64_t padding_idx,
+                         bool include_last_offset);
+void check_per_sample_weights_backward_args(const at::Tensor& grad_output, const at::Tensor& weight,
+                                            const at::Tensor& indices, const at::Tensor& offsets,
+                                            int64_t mode, int64_t padding_idx,
+                                            bool include_last_offset);
+
+// Bags described by `offsets` in either form.
+inline int64_t num_bags_of(const at::Tensor& offsets, bool include_last_offset) {
+  return offsets.numel() - (include_last_offset ? 1 : 0);
+}
+inline c10::SymInt sym_num_bags_of(const at::Tensor& offsets, bool include_last_offset) {
+  return offsets.sym_numel() - (include_last_offset ? 1 : 0);
+}
 
 // The torch dtype as the launcher ABI spells it; raises for dtypes the kernels do not take.
 DType launcher_dtype(at::ScalarType type);

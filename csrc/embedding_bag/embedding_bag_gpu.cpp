@@ -1,36 +1,84 @@
-// embedding_bag GPU glue: torch tensors in, raw pointers out to the vendor launcher
-// (cuda/embedding_bag.cu or hip/embedding_bag.hip; the header is the ABI). Compiled only when torch
-// has CUDA or ROCm; on ROCm torch's build hipifies this file (at::cuda -> at::hip masquerading).
+// embedding_bag on the GPU: the kernels the dispatcher calls for CUDA (and ROCm) tensors. Per call:
+// check the arguments (once), raise a bad value an earlier kernel recorded, compute the bucket key,
+// look the decision up (the model is asked once per bucket), launch. No host synchronization.
+// Native kernels are called through the torch-free launcher ABI (mymetaops/embedding_bag.h:
+// cuda/ or hip/); Triton candidates through their Python launchers; the vendor candidate is
+// torch's own kernel. Compiled only when torch has CUDA or ROCm (torch's build hipifies it).
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/_embedding_bag_forward_only.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/sort.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <limits>
+
+#include "../dispatch/device_errors.h"
+#include "../dispatch/dispatch.h"
 #include "embedding_bag.h"
 #include "mymetaops/embedding_bag.h"
 
 namespace mymetaops::embedding_bag {
 namespace {
 
-EmbeddingBagConfig to_config(at::IntArrayRef config) {
-  TORCH_CHECK(config.size() == 4,
-              "embedding_bag (native): config must be [vec_bytes, lanes_per_bag, unroll, "
-              "block_threads], got ", config);
-  return {static_cast<int32_t>(config[0]), static_cast<int32_t>(config[1]),
-          static_cast<int32_t>(config[2]), static_cast<int32_t>(config[3])};
-}
+using dispatch::Backend;
+using dispatch::Decision;
+using OptTensor = std::optional<at::Tensor>;
 
-void* current_stream() { return at::cuda::getCurrentCUDAStream().stream(); }
+constexpr const char* kForward = "embedding_bag";
+constexpr const char* kBackward = "embedding_bag_backward";
+constexpr const char* kPswBackward = "embedding_bag_per_sample_weights_backward";
+
+void* current_stream(const at::Device& device) {
+  return at::cuda::getCurrentCUDAStream(device.index()).stream();
+}
 
 void check_launch(LaunchError error, const char* op) {
   TORCH_CHECK(error == nullptr, op, " (native kernel): ", error);
 }
 
-// The fields the forward and the per-sample-weights backward args share (same names in both).
-template <typename Args>
-void set_lookup_fields(Args& args, const at::Tensor& weight, const at::Tensor& indices,
-                       const at::Tensor& offsets, int64_t padding_idx) {
+EmbeddingBagConfig native_config(const Decision& d, const char* op) {
+  TORCH_CHECK(d.size == 4, op, ": a native config is [vec_bytes, lanes_per_bag, unroll, block_threads]");
+  return {static_cast<int32_t>(d.config[0]), static_cast<int32_t>(d.config[1]),
+          static_cast<int32_t>(d.config[2]), static_cast<int32_t>(d.config[3])};
+}
+
+// The model's view of a call (mymetaops/model: the embedding_bag family's bucket_key), computed
+// from `table`: the weight, or grad_output in the weight backward (which writes num_rows rows).
+Decision decide(const char* op, const at::Tensor& table, int64_t num_rows, const at::Tensor& indices,
+                int64_t num_bags, int64_t mode, bool has_psw) {
+  const int64_t dim = table.size(1), elt = table.element_size();
+  const int64_t row_bytes = dim * elt, num_indices = indices.numel();
+  const int64_t align = dispatch::alignment_bytes(
+      {reinterpret_cast<uint64_t>(table.const_data_ptr()), static_cast<uint64_t>(row_bytes),
+       static_cast<uint64_t>(table.stride(0) * elt)});
+  const auto wd = static_cast<int64_t>(launcher_dtype(table.scalar_type()));
+  const auto id = static_cast<int64_t>(launcher_dtype(indices.scalar_type()));
+  const int64_t bags_b = num_bags == 0 ? -1 : dispatch::log2_bucket(static_cast<double>(num_bags), 2);
+  const int64_t length_b =
+      num_bags == 0 || num_indices == 0
+          ? -1000
+          : dispatch::log2_bucket(static_cast<double>(num_indices) / static_cast<double>(num_bags), 4);
+  const int64_t table_bytes = num_rows * row_bytes;
+  const int64_t table_b = table_bytes == 0 ? -1 : dispatch::log2_bucket(static_cast<double>(table_bytes), 2);
+  const dispatch::Key key = dispatch::make_key(
+      op, table.device(), {wd, id, dim, align, mode, has_psw, bags_b, length_b, table_b});
+  return dispatch::decide(key, {num_rows, dim, num_bags, num_indices, wd, id, mode, has_psw, align});
+}
+
+at::Tensor errors_tensor(const at::Device& device) {
+  return dispatch::device_error_record_tensor(device);
+}
+
+// ---- forward --------------------------------------------------------------------------------
+
+at::Tensor forward_native(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                          int64_t mode, const at::Tensor& psw, int64_t padding_idx, bool last,
+                          const EmbeddingBagConfig& config) {
+  const int64_t num_bags = num_bags_of(offsets, last);
+  at::Tensor out = at::empty({num_bags, weight.size(1)}, weight.options());
+  EmbeddingBagForwardArgs args{};
   args.weight = weight.const_data_ptr();
   args.weight_dtype = launcher_dtype(weight.scalar_type());
   args.num_rows = weight.size(0);
@@ -40,103 +88,205 @@ void set_lookup_fields(Args& args, const at::Tensor& weight, const at::Tensor& i
   args.offsets = offsets.const_data_ptr();
   args.index_dtype = launcher_dtype(indices.scalar_type());
   args.num_indices = indices.numel();
-  args.num_bags = offsets.numel() - 1;
-  args.padding_idx = padding_idx;
-}
-
-at::Tensor forward_native(const at::Tensor& weight_in, const at::Tensor& indices_in,
-                          const at::Tensor& offsets_in, int64_t mode,
-                          const std::optional<at::Tensor>& per_sample_weights,
-                          int64_t padding_idx, at::IntArrayRef config) {
-  check_forward_args(weight_in, indices_in, offsets_in, mode, per_sample_weights, padding_idx);
-  const c10::cuda::CUDAGuard guard(weight_in.device());
-  const at::Tensor weight = with_unit_column_stride(weight_in);
-  const at::Tensor indices = indices_in.contiguous();
-  const at::Tensor offsets = offsets_in.contiguous();
-  const at::Tensor psw = per_sample_weights ? per_sample_weights->contiguous() : at::Tensor();
-  at::Tensor out = at::empty({offsets.numel() - 1, weight.size(1)}, weight.options());
-  EmbeddingBagForwardArgs args{};
-  set_lookup_fields(args, weight, indices, offsets, padding_idx);
+  args.num_bags = num_bags;
+  args.num_offsets = offsets.numel();
   args.per_sample_weights = psw.defined() ? psw.const_data_ptr() : nullptr;
+  args.padding_idx = padding_idx;
   args.mode = mode == kModeMean ? PoolMode::kMean : PoolMode::kSum;
   args.out = out.mutable_data_ptr();
-  check_launch(launch_embedding_bag_forward(args, to_config(config), current_stream()),
-               "embedding_bag");
+  args.errors = dispatch::device_error_record(weight.device());
+  check_launch(launch_embedding_bag_forward(args, config, current_stream(weight.device())), kForward);
   return out;
 }
 
-at::Tensor backward_native(const at::Tensor& grad_output_in, const at::Tensor& sorted_rows_in,
-                           const at::Tensor& sorted_bags_in,
-                           const std::optional<at::Tensor>& sorted_scales_in,
-                           c10::SymInt num_rows_sym, at::IntArrayRef config) {
-  constexpr const char* op = "embedding_bag_backward";
-  const int64_t num_rows = num_rows_sym.expect_int();
-  TORCH_CHECK(grad_output_in.dim() == 2, op, ": grad_output must be 2-D, got ",
-              grad_output_in.dim(), "-D");
-  const int64_t positions = sorted_rows_in.numel();
-  TORCH_CHECK(sorted_rows_in.dim() == 1 && (sorted_rows_in.scalar_type() == at::kInt ||
-                                            sorted_rows_in.scalar_type() == at::kLong),
-              op, ": sorted_rows must be 1-D int32 or int64");
-  TORCH_CHECK(sorted_bags_in.dim() == 1 && sorted_bags_in.numel() == positions &&
-                  sorted_bags_in.scalar_type() == at::kLong,
-              op, ": sorted_bags must be 1-D int64 with one entry per sorted row");
-  TORCH_CHECK(!sorted_scales_in || (sorted_scales_in->numel() == positions &&
-                                    sorted_scales_in->scalar_type() == at::kFloat),
-              op, ": sorted_scales must be float32 with one entry per sorted row");
+struct ForwardInputs {
+  at::Tensor weight, indices, offsets, psw;
+};
+
+ForwardInputs prepare_forward(const at::Tensor& weight, const at::Tensor& indices,
+                              const at::Tensor& offsets, int64_t mode, const OptTensor& psw,
+                              int64_t padding_idx, bool last) {
+  check_forward_args(weight, indices, offsets, mode, psw, padding_idx, last);
+  dispatch::raise_recorded_error(weight.device());
+  return {with_unit_column_stride(weight), indices.contiguous(), offsets.contiguous(),
+          psw ? psw->contiguous() : at::Tensor()};
+}
+
+at::Tensor forward_cuda(const at::Tensor& weight_in, const at::Tensor& indices_in,
+                        const at::Tensor& offsets_in, int64_t mode, const OptTensor& psw_in,
+                        int64_t padding_idx, bool last) {
+  const c10::cuda::CUDAGuard guard(weight_in.device());
+  const auto [weight, indices, offsets, psw] =
+      prepare_forward(weight_in, indices_in, offsets_in, mode, psw_in, padding_idx, last);
+  const Decision d = decide(kForward, weight, weight.size(0), indices, num_bags_of(offsets, last),
+                            mode, psw.defined());
+  switch (d.backend) {
+    case Backend::kNative:
+      return forward_native(weight, indices, offsets, mode, psw, padding_idx, last,
+                            native_config(d, kForward));
+    case Backend::kTriton:
+      return dispatch::run_triton(kForward, d,
+                                  {weight, indices, offsets, mode, psw.defined() ? c10::IValue(psw) : c10::IValue(),
+                                   padding_idx, last, errors_tensor(weight.device())});
+    case Backend::kVendor:
+      return std::get<0>(at::_embedding_bag_forward_only(
+          weight, indices, offsets, false, mode, false, psw.defined() ? OptTensor(psw) : std::nullopt,
+          last, padding_idx));
+  }
+  TORCH_CHECK(false, kForward, ": unknown backend");
+}
+
+at::Tensor forward_with_config(const at::Tensor& weight_in, const at::Tensor& indices_in,
+                               const at::Tensor& offsets_in, int64_t mode, const OptTensor& psw_in,
+                               int64_t padding_idx, bool last, at::IntArrayRef config) {
+  TORCH_CHECK_VALUE(config.size() == 4, "_embedding_bag_native: config must be [vec_bytes, "
+                    "lanes_per_bag, unroll, block_threads], got ", config);
+  const c10::cuda::CUDAGuard guard(weight_in.device());
+  const auto [weight, indices, offsets, psw] =
+      prepare_forward(weight_in, indices_in, offsets_in, mode, psw_in, padding_idx, last);
+  const EmbeddingBagConfig c{static_cast<int32_t>(config[0]), static_cast<int32_t>(config[1]),
+                             static_cast<int32_t>(config[2]), static_cast<int32_t>(config[3])};
+  return forward_native(weight, indices, offsets, mode, psw, padding_idx, last, c);
+}
+
+// ---- weight backward ------------------------------------------------------------------------
+
+// Every lookup's row (the sort key), bag and scale, in position order (embedding_bag.h).
+struct Plan {
+  at::Tensor keys, bags, scales;
+};
+
+Plan build_plan(const at::Tensor& indices, const at::Tensor& offsets, int64_t num_rows, int64_t mode,
+                const at::Tensor& psw, at::ScalarType value_dtype, int64_t padding_idx, bool last) {
+  const int64_t n = indices.numel(), num_bags = num_bags_of(offsets, last);
+  const bool narrow_keys = num_rows < std::numeric_limits<int32_t>::max() - 1;
+  const auto options = indices.options();
+  Plan plan{at::empty({n}, options.dtype(narrow_keys ? at::kInt : at::kLong)),
+            at::empty({n}, options.dtype(at::kLong)), at::Tensor()};
+  const bool scaled = psw.defined() || mode == kModeMean;
+  if (scaled) plan.scales = at::empty({n}, options.dtype(at::kFloat));
+  const at::Tensor scratch = mode == kModeMean ? at::empty({num_bags}, options.dtype(at::kFloat))
+                                               : at::Tensor();
+  EmbeddingBagBackwardPlanArgs args{};
+  args.indices = indices.const_data_ptr();
+  args.offsets = offsets.const_data_ptr();
+  args.index_dtype = launcher_dtype(indices.scalar_type());
+  args.num_indices = n;
+  args.num_bags = num_bags;
+  args.num_offsets = offsets.numel();
+  args.num_rows = num_rows;
+  args.padding_idx = padding_idx;
+  args.mode = mode == kModeMean ? PoolMode::kMean : PoolMode::kSum;
+  args.per_sample_weights = psw.defined() ? psw.const_data_ptr() : nullptr;
+  args.weight_dtype = launcher_dtype(value_dtype);
+  args.keys = plan.keys.mutable_data_ptr();
+  args.key_dtype = narrow_keys ? DType::kInt32 : DType::kInt64;
+  args.bags = plan.bags.mutable_data_ptr<int64_t>();
+  args.scales = scaled ? plan.scales.mutable_data_ptr<float>() : nullptr;
+  args.bag_scratch = scratch.defined() ? scratch.mutable_data_ptr<float>() : nullptr;
+  args.errors = dispatch::device_error_record(indices.device());
+  check_launch(launch_embedding_bag_backward_plan(args, current_stream(indices.device())), kBackward);
+  return plan;
+}
+
+at::Tensor backward_cuda(const at::Tensor& grad_output_in, const at::Tensor& indices_in,
+                         const at::Tensor& offsets_in, c10::SymInt num_rows_sym, int64_t mode,
+                         const OptTensor& psw_in, int64_t padding_idx, bool last) {
+  check_backward_args(grad_output_in, indices_in, offsets_in, num_rows_sym, mode, psw_in,
+                      padding_idx, last);
   const c10::cuda::CUDAGuard guard(grad_output_in.device());
+  const at::Device device = grad_output_in.device();
+  dispatch::raise_recorded_error(device);
+  const int64_t num_rows = num_rows_sym.expect_int();
   const at::Tensor grad_output = grad_output_in.contiguous();
-  const at::Tensor sorted_rows = sorted_rows_in.contiguous();
-  const at::Tensor sorted_bags = sorted_bags_in.contiguous();
-  const at::Tensor scales = sorted_scales_in ? sorted_scales_in->contiguous() : at::Tensor();
+  const at::Tensor indices = indices_in.contiguous(), offsets = offsets_in.contiguous();
+  const at::Tensor psw = psw_in ? psw_in->contiguous() : at::Tensor();
+  const int64_t num_bags = num_bags_of(offsets, last);
+  const Decision d = decide(kBackward, grad_output, num_rows, indices, num_bags, mode, psw.defined());
   at::Tensor grad_weight = at::zeros({num_rows, grad_output.size(1)}, grad_output.options());
+  if (indices.numel() == 0 || num_rows == 0 || grad_output.size(1) == 0) return grad_weight;
+  const Plan plan = build_plan(indices, offsets, num_rows, mode, psw, grad_output.scalar_type(),
+                               padding_idx, last);
+  // Stable: each row's lookups stay in position order, so the sums (and the bits) are deterministic.
+  const auto [sorted_rows, order] = at::sort(plan.keys, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const at::Tensor sorted_bags = plan.bags.index_select(0, order);
+  const at::Tensor sorted_scales = plan.scales.defined() ? plan.scales.index_select(0, order) : at::Tensor();
+  if (d.backend == Backend::kTriton) {
+    return dispatch::run_triton(kBackward, d,
+                                {grad_output, sorted_rows, sorted_bags,
+                                 sorted_scales.defined() ? c10::IValue(sorted_scales) : c10::IValue(),
+                                 num_rows});
+  }
+  TORCH_CHECK(d.backend == Backend::kNative, kBackward, ": the model chose a backend it has no kernel for");
   EmbeddingBagBackwardArgs args{};
   args.grad_output = grad_output.const_data_ptr();
   args.grad_dtype = launcher_dtype(grad_output.scalar_type());
   args.dim = grad_output.size(1);
   args.num_rows = num_rows;
+  args.num_bags = num_bags;
   args.sorted_rows = sorted_rows.const_data_ptr();
   args.index_dtype = launcher_dtype(sorted_rows.scalar_type());
   args.sorted_bags = sorted_bags.const_data_ptr<int64_t>();
-  args.sorted_scales = scales.defined() ? scales.const_data_ptr<float>() : nullptr;
-  args.num_positions = positions;
+  args.sorted_scales = sorted_scales.defined() ? sorted_scales.const_data_ptr<float>() : nullptr;
+  args.num_positions = sorted_rows.numel();
   args.grad_weight = grad_weight.mutable_data_ptr();
-  check_launch(launch_embedding_bag_backward(args, to_config(config), current_stream()), op);
+  check_launch(launch_embedding_bag_backward(args, native_config(d, kBackward), current_stream(device)),
+               kBackward);
   return grad_weight;
 }
 
-at::Tensor per_sample_weights_backward_native(const at::Tensor& grad_output_in,
-                                              const at::Tensor& weight_in,
-                                              const at::Tensor& indices_in,
-                                              const at::Tensor& offsets_in, int64_t padding_idx,
-                                              at::IntArrayRef config) {
-  constexpr const char* op = "embedding_bag_per_sample_weights_backward";
-  check_forward_args(weight_in, indices_in, offsets_in, kModeSum, std::nullopt, padding_idx);
-  check_grad_output(grad_output_in, offsets_in, weight_in.sym_size(1), op);
-  TORCH_CHECK(grad_output_in.scalar_type() == weight_in.scalar_type(), op,
-              ": grad_output must have the weight's dtype ", weight_in.scalar_type(), ", got ",
-              grad_output_in.scalar_type());
+// ---- per-sample-weights backward ------------------------------------------------------------
+
+at::Tensor psw_backward_cuda(const at::Tensor& grad_output_in, const at::Tensor& weight_in,
+                             const at::Tensor& indices_in, const at::Tensor& offsets_in, int64_t mode,
+                             int64_t padding_idx, bool last) {
+  check_per_sample_weights_backward_args(grad_output_in, weight_in, indices_in, offsets_in, mode,
+                                         padding_idx, last);
   const c10::cuda::CUDAGuard guard(weight_in.device());
+  const at::Device device = weight_in.device();
+  dispatch::raise_recorded_error(device);
   const at::Tensor grad_output = grad_output_in.contiguous();
   const at::Tensor weight = with_unit_column_stride(weight_in);
-  const at::Tensor indices = indices_in.contiguous();
-  const at::Tensor offsets = offsets_in.contiguous();
+  const at::Tensor indices = indices_in.contiguous(), offsets = offsets_in.contiguous();
+  const int64_t num_bags = num_bags_of(offsets, last);
+  const Decision d = decide(kPswBackward, weight, weight.size(0), indices, num_bags, mode, true);
+  if (d.backend == Backend::kTriton) {
+    return dispatch::run_triton(kPswBackward, d,
+                                {grad_output, weight, indices, offsets, padding_idx, last,
+                                 errors_tensor(device)});
+  }
+  TORCH_CHECK(d.backend == Backend::kNative, kPswBackward,
+              ": the model chose a backend it has no kernel for");
   at::Tensor grad = at::zeros({indices.numel()}, weight.options());
   EmbeddingBagPerSampleWeightsBackwardArgs args{};
-  set_lookup_fields(args, weight, indices, offsets, padding_idx);
   args.grad_output = grad_output.const_data_ptr();
+  args.weight = weight.const_data_ptr();
+  args.weight_dtype = launcher_dtype(weight.scalar_type());
+  args.num_rows = weight.size(0);
+  args.dim = weight.size(1);
+  args.weight_row_stride = weight.stride(0);
+  args.indices = indices.const_data_ptr();
+  args.offsets = offsets.const_data_ptr();
+  args.index_dtype = launcher_dtype(indices.scalar_type());
+  args.num_indices = indices.numel();
+  args.num_bags = num_bags;
+  args.num_offsets = offsets.numel();
+  args.padding_idx = padding_idx;
+  args.errors = dispatch::device_error_record(device);
   args.grad_per_sample_weights = grad.mutable_data_ptr();
-  check_launch(
-      launch_embedding_bag_per_sample_weights_backward(args, to_config(config), current_stream()),
-      op);
+  check_launch(launch_embedding_bag_per_sample_weights_backward(args, native_config(d, kPswBackward),
+                                                                current_stream(device)),
+               kPswBackward);
   return grad;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mymetaops, CUDA, m) {
-  m.impl("_embedding_bag_native", &forward_native);
-  m.impl("_embedding_bag_backward_native", &backward_native);
-  m.impl("_embedding_bag_per_sample_weights_backward_native", &per_sample_weights_backward_native);
+  m.impl("embedding_bag", &forward_cuda);
+  m.impl("embedding_bag_backward", &backward_cuda);
+  m.impl("embedding_bag_per_sample_weights_backward", &psw_backward_cuda);
+  m.impl("_embedding_bag_native", &forward_with_config);
 }
 
 }  // namespace mymetaops::embedding_bag

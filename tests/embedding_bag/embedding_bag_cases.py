@@ -33,6 +33,15 @@ class Case:
         return Case(move(self.weight), move(self.input), move(self.offsets), self.mode,
                     move(self.per_sample_weights), self.include_last_offset, self.padding_idx)
 
+    def op_bags(self):
+        """(indices, offsets, include_last_offset) in the op's form: the case's own offsets (either
+        form) for 1-D input, torch-form offsets for 2-D input; the input's dtype."""
+        if self.input.dim() == 2:
+            b, length = self.input.shape
+            offsets = torch.arange(b, device=self.input.device) * length
+            return self.input.reshape(-1), offsets.to(self.input.dtype), False
+        return self.input, self.offsets, self.include_last_offset
+
     def bags(self):
         """(indices, offsets with num_bags + 1 entries), int64, as the op sees them."""
         if self.input.dim() == 2:

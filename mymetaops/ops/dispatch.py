@@ -1,0 +1,94 @@
+"""The Python half of the per-call GPU dispatch (csrc/dispatch/dispatch.h), shared by every family.
+
+The C++ kernel of an op computes its problem's bucket key on every call and keeps the decision
+per bucket in a bounded cache. On a miss it calls `_on_miss`, which rebuilds the exact problem,
+checks that the family's Python bucketing (mymetaops.model) gives the same key, and asks the
+model for the bucket's representative problem -- the same decision `mymetaops.explain` prints.
+A Triton choice is launched through `_run_triton` with the family's launcher.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import torch
+
+from mymetaops import _C, model
+
+BACKEND_CODES = {"native": 0, "triton": 1, "vendor": 2}
+_BACKEND_NAMES = {code: name for name, code in BACKEND_CODES.items()}
+
+_exact_problem: dict[str, Callable[[tuple[int, ...]], Any]] = {}
+_triton_launcher: dict[str, Callable[..., torch.Tensor]] = {}
+
+
+def register(ops, exact_problem: Callable[[tuple[int, ...]], Any], triton_launcher: Callable[..., torch.Tensor]):
+    """A family's ops: how to rebuild the exact problem from the fields its C++ kernel passes on a
+    miss, and how to run a Triton config (called as triton_launcher(op, config_ints, *args))."""
+    for op in ops:
+        _exact_problem[op] = exact_problem
+        _triton_launcher[op] = functools.partial(triton_launcher, op)
+
+
+@functools.lru_cache(maxsize=None)
+def native_available() -> bool:
+    """Whether this build of mymetaops._C has native GPU kernels (a CPU-only build has none)."""
+    return any(name.startswith("mymetaops::")
+               for name in torch._C._dispatch_get_registrations_for_dispatch_key("CUDA"))
+
+
+@functools.lru_cache(maxsize=64)
+def hardware(device_index: int) -> model.HardwareSpec:
+    return model.detect_hardware(torch.device("cuda", device_index))
+
+
+def backend_name(code: int) -> str:
+    return "auto" if code < 0 else _BACKEND_NAMES[code]
+
+
+def decide_bucket(op: str, device_index: int, backend: str, problem) -> model.Decision:
+    """The decision for `problem`'s bucket on a device: what the C++ dispatch runs."""
+    family = model.family_of(op)
+    representative = family.problem_from_key(op, family.bucket_key(op, problem))
+    return model.decide(op, representative, hardware(device_index), backend, native_available())
+
+
+def config_ints(config) -> list[int]:
+    return [] if config is None else [int(v) for v in dataclasses.astuple(config)]
+
+
+def _on_miss(op: str, key: tuple[int, ...], exact: tuple[int, ...]) -> tuple[int, list[int]]:
+    device_index, forced, fields = key[0], key[1], key[2:]
+    family = model.family_of(op)
+    problem = _exact_problem[op](exact)
+    if family.bucket_key(op, problem) != fields:
+        raise RuntimeError(f"mymetaops: internal error: the C++ bucket key {fields} of {op} differs "
+                           f"from the model's {family.bucket_key(op, problem)} for {problem}")
+    choice = decide_bucket(op, device_index, backend_name(forced), problem).choice
+    return BACKEND_CODES[choice.backend], config_ints(choice.config)
+
+
+def _run_triton(op: str, config: tuple[int, ...], args: tuple) -> torch.Tensor:
+    return _triton_launcher[op](config, *args)
+
+
+def cache_info() -> dict[str, int]:
+    """Decision-cache statistics of this process: hits, misses, size and capacity."""
+    return _C._cache_info()
+
+
+def cache_clear() -> None:
+    _C._cache_clear()
+
+
+def raise_recorded_error(device: torch.device) -> None:
+    """Raise the bad value a kernel recorded on `device` (no sync: what finished so far)."""
+    _C._raise_recorded_error(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def error_record(device: torch.device) -> torch.Tensor:
+    return _C._error_record(device.index if device.index is not None else torch.cuda.current_device())
+
+
+_C._set_dispatch_handlers(_on_miss, _run_triton)
