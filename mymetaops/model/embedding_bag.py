@@ -79,6 +79,9 @@ SORT_BANDWIDTH_FRACTION = 0.55
 # 0.885 ms: 440-520 G gathered elements/s whatever the bytes, ~1.8 per SM per clock (132 SMs at
 # 1.98 GHz). [A] The same per SM/CU and clock on other devices.
 VENDOR_ELEMENTS_PER_SM_CLOCK = 1.8
+# [A] Its kernel walks a bag one row at a time: each step loads an index, then the row it names,
+# so a bag is a chain of 2 round trips per row; bags run a warp each, a wave of them at a time.
+VENDOR_ROUND_TRIPS_PER_ROW = 2
 VENDOR_FORWARD = TorchEmbeddingBagConfig()
 
 
@@ -339,12 +342,16 @@ def vendor_estimate(w: Work) -> Estimate:
     elements_us = p.num_indices * p.dim / rate_g * 1e-3
     bytes_us = w.dram_bytes / (hw.achievable_hbm_tbps * 1e6)
     launch = costs.launch_us(hw, "vendor")
-    body = max(elements_us, bytes_us)
+    mean_rows = p.num_indices / p.num_bags if p.num_bags else 0.0
+    waves = math.ceil(p.num_bags / (hw.sm_count * hw.max_threads_per_sm // hw.warp_size))
+    chain_us = waves * (hw.mem_latency_ns + VENDOR_ROUND_TRIPS_PER_ROW * mean_rows * w.row_ns) * 1e-3
+    body = max(elements_us, bytes_us, chain_us)
     source = "measured on the H200" if hw.name == "H200" else "the H200's, scaled by SMs x clock"
     detail = (f"torch's kernel: {p.num_indices * p.dim / 1e6:.0f}M elements at {rate_g:.0f} G/s "
-              f"({source}); {w.dram_bytes / 1e6:.0f} MB at copy bandwidth {bytes_us:.0f} us")
+              f"({source}); {w.dram_bytes / 1e6:.0f} MB at copy bandwidth {bytes_us:.0f} us; "
+              f"{waves} waves of {chain_us / max(waves, 1):.1f} us row chains")
     # Its bytes in flight are not modeled: margin and registers only matter in ties among our configs.
-    return Estimate(launch + body, costs.bound_of(launch, body, elements_us, bytes_us, math.inf), detail,
+    return Estimate(launch + body, costs.bound_of(launch, body, elements_us, max(bytes_us, chain_us), math.inf), detail,
                     math.inf, 0, 1)
 
 
