@@ -1,18 +1,14 @@
 """Per-kernel GPU time of one embedding_bag forward+backward step (the shape of the fwd+bwd target).
 
 Where the backward's time goes (zero-fill, sort, plan, kernel), to decide what to speed up next.
-Run on a GPU: python bench/profile_backward.py
+Run on a GPU: python bench/embedding_bag/profile_backward.py
 """
-import sys
-from pathlib import Path
-
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
-from shapes import BACKWARD_SHAPE, make_inputs  # noqa: E402
-
-import mymetaops  # noqa: E402
+import harness  # noqa: F401  (first: puts this checkout on sys.path)
+import mymetaops
+from shapes import BACKWARD_SHAPE, make_inputs
 
 
 def main():
@@ -22,7 +18,7 @@ def main():
 
     def step():
         weight.grad = None
-        mymetaops.embedding_bag(indices, weight, offsets, mode="sum", validate=False).backward(grad)
+        mymetaops.embedding_bag(indices, weight, offsets, mode="sum").backward(grad)
 
     for _ in range(3):  # compile the Triton kernels, warm the allocator
         step()

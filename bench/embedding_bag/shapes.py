@@ -15,7 +15,8 @@ class Shape:
     dtype: torch.dtype
 
     def __str__(self):
-        return f"({self.rows // 1_000_000}M, {self.dim}, {self.bags}, {self.bag_size}) {str(self.dtype)[6:]}"
+        rows = f"{self.rows // 1_000_000}M" if self.rows % 1_000_000 == 0 else str(self.rows)
+        return f"({rows}, {self.dim}, {self.bags}, {self.bag_size}) {str(self.dtype)[6:]}"
 
 
 SHAPES = [
@@ -25,6 +26,15 @@ SHAPES = [
     Shape(1_000_000, 256, 16384, 100, torch.float32),
 ]
 BACKWARD_SHAPE = SHAPES[3]
+# --smoke (e.g. on the CPU, where Triton runs interpreted: about 0.1 s per bag and config): the same
+# dtypes and dims, tiny.
+SMOKE_SHAPES = [
+    Shape(2000, 128, 8, 8, torch.float32),
+    Shape(2000, 128, 8, 8, torch.bfloat16),
+    Shape(4000, 64, 16, 4, torch.float16),
+    Shape(1000, 256, 4, 10, torch.float32),
+]
+SMOKE_BACKWARD_SHAPE = SMOKE_SHAPES[3]
 
 
 def make_inputs(shape: Shape, device="cuda", seed=0):
