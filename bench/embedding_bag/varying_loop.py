@@ -38,7 +38,7 @@ FORWARD = "embedding_bag"
 
 def add_arguments(parser):
     parser.add_argument("--loop-steps", type=int, default=1000, help="varying loop: steps")
-    parser.add_argument("--warmup-steps", type=int, default=50,
+    parser.add_argument("--warmup-steps", type=int, default=100,
                         help="varying loop: steps before the hit rate is counted")
     parser.add_argument("--regret-problems", type=int, default=2000,
                         help="varying loop: distinct problems sampled for the predicted regret (the "
