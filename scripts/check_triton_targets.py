@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Cross-compile the Triton kernels (embedding_bag, the index/offsets summary) for MI300 (gfx942), MI355 (gfx950) and H100/H200
+"""Cross-compile the Triton embedding_bag kernels for MI300 (gfx942), MI355 (gfx950) and H100/H200
 (sm_90) without a GPU, and fail if one does not compile, or if an AMD kernel spills (scratch) or
 needs more LDS than the chip has.
 
@@ -12,7 +12,6 @@ argument index): checked on Triton 3.6 and 3.8.
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -23,7 +22,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package: importing it builds nothing
+from mymetaops.triton import embedding_bag as kernels  # noqa: E402
 
 TARGETS = {  # name: (target, LDS budget in bytes or None)
     "gfx942": (GPUTarget("hip", "gfx942", 64), 64 * 1024),
@@ -39,14 +39,8 @@ CONFIGS = [(1, 16, 1), (16, 64, 1), (32, 128, 1), (16, 64, 4), (8, 128, 4), (32,
 # (float dtype, index dtype): every config runs the first; the others a subset.
 DTYPES = [("fp32", "i64"), ("bf16", "i32"), ("fp16", "i64")]
 SUBSET = {(32, 128, 1), (16, 64, 4), (8, 128, 4), (64, 256, 16)}
-
-
-def _load(name: str):
-    """A kernel module by path: the package (and its compiled extension) need not exist."""
-    spec = importlib.util.spec_from_file_location(f"_check_triton_{name}", ROOT / f"mymetaops/triton/{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# Configs also compiled with 64-bit sizes (past 2^31 indices or rows, the JIT passes i64 scalars).
+WIDE_SIZES = {(32, 128, 1), (16, 64, 4)}
 
 
 def _source(fn, types: dict[str, str], constexprs: dict) -> ASTSource:
@@ -60,42 +54,40 @@ def _source(fn, types: dict[str, str], constexprs: dict) -> ASTSource:
     return ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
 
 
-def _cases(kernels, checks):
+def _cases():
     """(label, ASTSource, num_warps) for every kernel, config and dtype checked."""
-    for idt, scalar in (("i32", "i32"), ("i64", "i64")):  # i64 scalars: past 2^31 indices or rows
-        i = POINTER_TYPES[idt]
-        yield (f"index_summary     {idt} indices, {scalar} sizes", _source(
-            checks._summary_kernel,
-            {"indices_ptr": i, "offsets_ptr": i, "summary_ptr": "*i64", "num_indices": scalar,
-             "num_offsets": scalar, "num_rows": scalar, "index_programs": "i32"},
-            {"BLOCK": checks.SUMMARY_BLOCK}), checks.SUMMARY_WARPS)
-    for block_l, block_d, num_warps in CONFIGS:
+    for config in CONFIGS:
+        block_l, block_d, num_warps = config
         blocks = {"BLOCK_L": block_l, "BLOCK_D": block_d}
         reduce_each_step = {"REDUCE_EACH_STEP": num_warps == 1}  # as the launchers set it
-        for fdt, idt in DTYPES if (block_l, block_d, num_warps) in SUBSET else DTYPES[:1]:
-            f, i = POINTER_TYPES[fdt], POINTER_TYPES[idt]
-            tag = f"{fdt}/{idt} L{block_l} D{block_d} w{num_warps}"
-            scalars = {"num_rows": "i32", "dim": "i32", "weight_row_stride": "i32", "num_indices": "i32",
-                       "padding_idx": "i32", "bag_base": "i32"}
-            yield (f"forward(sum+psw)  {tag}", _source(
-                kernels._forward_kernel,
-                {"weight_ptr": f, "indices_ptr": i, "offsets_ptr": i, "psw_ptr": f, "out_ptr": f, **scalars},
-                {"MEAN": False, "HAS_PSW": True, **reduce_each_step, **blocks}), num_warps)
-            yield (f"forward(mean)     {tag}", _source(
-                kernels._forward_kernel,
-                {"weight_ptr": f, "indices_ptr": i, "offsets_ptr": i, "out_ptr": f, **scalars},
-                {"psw_ptr": None, "MEAN": True, "HAS_PSW": False, **reduce_each_step, **blocks}), num_warps)
-            yield (f"backward(scales)  {tag}", _source(
-                kernels._backward_kernel,
-                {"grad_out_ptr": f, "sorted_rows_ptr": i, "sorted_bags_ptr": "*i64", "sorted_scales_ptr": "*fp32",
-                 "grad_weight_ptr": f, "grad_out_row_stride": "i32", "num_positions": "i32", "num_rows": "i32",
-                 "dim": "i32", "pos_base": "i32"},
-                {"HAS_SCALES": True, **reduce_each_step, **blocks}), num_warps)
-            yield (f"psw_backward      {tag}", _source(
-                kernels._psw_backward_kernel,
-                {"grad_out_ptr": f, "weight_ptr": f, "indices_ptr": i, "offsets_ptr": i, "out_ptr": f,
-                 "grad_out_row_stride": "i32", **scalars},
-                blocks), num_warps)
+        for fdt, idt in DTYPES if config in SUBSET else DTYPES[:1]:
+            for size in ("i32", "i64") if config in WIDE_SIZES and fdt == "fp32" else ("i32",):
+                f, i = POINTER_TYPES[fdt], POINTER_TYPES[idt]
+                tag = f"{fdt}/{idt} L{block_l} D{block_d} w{num_warps}" + (" i64 sizes" if size == "i64" else "")
+                scalars = {n: size for n in ("num_rows", "dim", "weight_row_stride", "num_indices", "num_offsets",
+                                             "padding_idx", "bag_base")}
+                bags = {"weight_ptr": f, "indices_ptr": i, "offsets_ptr": i, "out_ptr": f, **scalars}
+                errors = {"errors_ptr": "*i64"}
+                yield (f"forward(sum+psw+errors) {tag}", _source(
+                    kernels._forward_kernel, {**bags, "psw_ptr": f, **errors},
+                    {"MEAN": False, "HAS_PSW": True, "HAS_ERRORS": True, **reduce_each_step, **blocks}), num_warps)
+                yield (f"forward(mean+errors)    {tag}", _source(
+                    kernels._forward_kernel, {**bags, **errors},
+                    {"psw_ptr": None, "MEAN": True, "HAS_PSW": False, "HAS_ERRORS": True, **reduce_each_step,
+                     **blocks}), num_warps)
+                yield (f"forward(sum)            {tag}", _source(
+                    kernels._forward_kernel, bags,
+                    {"psw_ptr": None, "errors_ptr": None, "MEAN": False, "HAS_PSW": False, "HAS_ERRORS": False,
+                     **reduce_each_step, **blocks}), num_warps)
+                yield (f"backward(scales)        {tag}", _source(
+                    kernels._backward_kernel,
+                    {"grad_out_ptr": f, "sorted_rows_ptr": i, "sorted_bags_ptr": "*i64", "sorted_scales_ptr": "*fp32",
+                     "grad_weight_ptr": f, **{n: size for n in ("grad_out_row_stride", "num_positions", "num_rows",
+                                                                "num_bags", "dim", "pos_base")}},
+                    {"HAS_SCALES": True, **reduce_each_step, **blocks}), num_warps)
+                yield (f"psw_backward(errors)    {tag}", _source(
+                    kernels._psw_backward_kernel, {**bags, "grad_out_ptr": f, "grad_out_row_stride": size, **errors},
+                    {"HAS_ERRORS": True, **blocks}), num_warps)
 
 
 def _amd_usage(asm: str) -> dict[str, int]:
@@ -124,7 +116,7 @@ def _cuda_usage(cubin: bytes) -> dict[str, int] | None:
 def main() -> int:
     failures = 0
     print(f"triton {triton.__version__}")
-    for label, src, num_warps in _cases(_load("embedding_bag"), _load("index_checks")):
+    for label, src, num_warps in _cases():
         for tname, (target, lds_budget) in TARGETS.items():
             try:
                 compiled = triton.compile(src, target=target, options={"num_warps": num_warps})

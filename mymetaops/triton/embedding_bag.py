@@ -1,9 +1,13 @@
 """Triton kernels for embedding_bag: forward, weight backward and per-sample-weights backward.
 
-Semantics are those of the native kernels (csrc/include/mymetaops/embedding_bag.h): offsets in
-FBGEMM form (num_bags + 1 entries, clamped to [0, num_indices], an end below its start is an empty
-bag), fp32 accumulation, entries equal to padding_idx (>= 0) skipped and not counted for the mean,
-an out-of-range index is never dereferenced and makes its bag NaN (forward) or is skipped.
+Semantics are those of the native kernels (csrc/include/mymetaops/embedding_bag.h): offsets with
+num_bags + 1 entries (include_last_offset, FBGEMM form) or num_bags (torch's default form, the last
+bag ending at num_indices), clamped to [0, num_indices], an end below its start is an empty bag;
+fp32 accumulation; entries equal to padding_idx (>= 0) skipped and not counted for the mean; an
+out-of-range index is never dereferenced and makes its bag NaN (forward) or is skipped. Given an
+error record (`errors`, csrc/include/mymetaops/errors.h), the forward and the per-sample-weights
+backward also record the first bad index or offset they meet; each program checks its bag's start
+and end offset and the indices inside the bag, so with no bags nothing is checked.
 
 Kernel shapes (`mymetaops.configs.TritonEmbeddingBagConfig`):
   * forward: one program per (bag, BLOCK_D columns); each step loads BLOCK_L indices, then a
@@ -41,20 +45,52 @@ import torch
 import triton
 import triton.language as tl
 
+from mymetaops.triton.common import (INDEX_OUT_OF_RANGE, OFFSET_PAST_END, check_error_record, grid_chunks,
+                                     is_pow2, offset_error, record_error, segment_bounds)
+
 if TYPE_CHECKING:  # the launchers only read the config's fields; no runtime import of the package
     from mymetaops.configs import TritonEmbeddingBagConfig
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _INDEX_DTYPES = (torch.int32, torch.int64)
+# ErrorOp of errors.h.
+OP_FORWARD = tl.constexpr(1)
+OP_PER_SAMPLE_WEIGHTS_BACKWARD = tl.constexpr(3)
 
 
 @triton.jit
-def _bag_bounds(offsets_ptr, bag, num_indices):
-    """[start, end) of a bag clamped to [0, num_indices]; an end below its start leaves the callers'
-    `range(start, end, ...)` loops empty, so it needs no clamping to start."""
-    start = tl.load(offsets_ptr + bag).to(tl.int64)
-    end = tl.load(offsets_ptr + bag + 1).to(tl.int64)
-    return tl.minimum(tl.maximum(start, 0), num_indices), tl.minimum(end, num_indices)
+def _offsets_error(bag, start_raw, end_raw, num_offsets, num_indices):
+    """(code, position, value) of the first bad offset of a bag, its start then its end; code 0: none."""
+    # The start's predecessor is the previous bag's start: that bag checks the pair.
+    start_code = offset_error(start_raw, start_raw, num_indices)
+    end_code = tl.where(bag + 1 < num_offsets, offset_error(end_raw, start_raw, num_indices), 0)
+    return (tl.where(start_code != 0, start_code, end_code), tl.where(start_code != 0, bag, bag + 1),
+            tl.where(start_code != 0, start_raw, end_raw))
+
+
+# A real call, and the bag read again: the kernels' loops only count bad indices and keep no more
+# values live than without a record. With the record, an H200 (Triton 3.6) ran the forward 0-9%
+# and the per-sample-weights backward 0-5% slower than without one; tracking the first bad
+# position in the loops and inlining this cost up to 33% and 12%.
+@triton.jit(noinline=True)
+def _record_bag_error(errors_ptr, OP: tl.constexpr, indices_ptr, offsets_ptr, bag, num_offsets, num_rows, num_indices,
+                      padding_idx, BLOCK_L: tl.constexpr):
+    """Record the first bad value of a bag known to hold one: its start offset, then its end offset,
+    then its first out-of-range index."""
+    start, end, start_raw, end_raw = segment_bounds(offsets_ptr, bag, num_offsets, num_indices)
+    code, position, value = _offsets_error(bag, start_raw, end_raw, num_offsets, num_indices)
+    if code == 0:
+        first_bad = end
+        for pos in range(start, end, BLOCK_L):
+            p = pos + tl.arange(0, BLOCK_L)
+            rows = tl.load(indices_ptr + p, mask=p < end, other=0).to(tl.int64)
+            bad = (p < end) & ((rows != padding_idx) | (padding_idx < 0)) & ((rows < 0) | (rows >= num_rows))
+            first_bad = tl.minimum(first_bad, tl.min(tl.where(bad, p, end)))
+        position = first_bad
+        value = tl.load(indices_ptr + first_bad, mask=first_bad < end, other=0).to(tl.int64)
+    code = tl.where(code == 0, INDEX_OUT_OF_RANGE, code)
+    bound = tl.where(code == INDEX_OUT_OF_RANGE, num_rows, tl.where(code == OFFSET_PAST_END, num_indices, 0))
+    record_error(errors_ptr, code, OP, position, value, bound)
 
 
 # Column sums over a bag's / run's rows. With several warps the tile's rows are split across warps,
@@ -88,15 +124,16 @@ def _acc_result(acc, REDUCE_EACH_STEP: tl.constexpr):
 
 @triton.jit
 def _forward_kernel(
-    weight_ptr, indices_ptr, offsets_ptr, psw_ptr, out_ptr,
-    num_rows, dim, weight_row_stride, num_indices, padding_idx, bag_base,
-    MEAN: tl.constexpr, HAS_PSW: tl.constexpr, REDUCE_EACH_STEP: tl.constexpr,
+    weight_ptr, indices_ptr, offsets_ptr, psw_ptr, out_ptr, errors_ptr,
+    num_rows, dim, weight_row_stride, num_indices, num_offsets, padding_idx, bag_base,
+    MEAN: tl.constexpr, HAS_PSW: tl.constexpr, HAS_ERRORS: tl.constexpr, REDUCE_EACH_STEP: tl.constexpr,
     BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     bag = bag_base + tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     col_mask = cols < dim
-    start, end = _bag_bounds(offsets_ptr, bag, num_indices)
+    start, end, start_raw, end_raw = segment_bounds(offsets_ptr, bag, num_offsets, num_indices)
+    offsets_code, _, _ = _offsets_error(bag, start_raw, end_raw, num_offsets, num_indices)
 
     acc = _acc_init(BLOCK_L, BLOCK_D, REDUCE_EACH_STEP)
     kept_count = tl.zeros([BLOCK_L], dtype=tl.int32)
@@ -120,14 +157,20 @@ def _forward_kernel(
     pooled = _acc_result(acc, REDUCE_EACH_STEP)
     if MEAN:  # an empty bag stays 0
         pooled = pooled / tl.maximum(tl.sum(kept_count), 1).to(tl.float32)
-    pooled = tl.where(tl.sum(oob_count) > 0, float("nan"), pooled)
+    any_bad_index = tl.sum(oob_count) > 0
+    pooled = tl.where(any_bad_index, float("nan"), pooled)
     tl.store(out_ptr + bag * dim + cols, pooled.to(out_ptr.dtype.element_ty), mask=col_mask)
+    if HAS_ERRORS:
+        # The column blocks of a bag all meet the same values: one records them.
+        if (tl.program_id(1) == 0) & ((offsets_code != 0) | any_bad_index):
+            _record_bag_error(errors_ptr, OP_FORWARD, indices_ptr, offsets_ptr, bag, num_offsets, num_rows,
+                              num_indices, padding_idx, BLOCK_L)
 
 
 @triton.jit
 def _backward_kernel(
     grad_out_ptr, sorted_rows_ptr, sorted_bags_ptr, sorted_scales_ptr, grad_weight_ptr,
-    grad_out_row_stride, num_positions, num_rows, dim, pos_base,
+    grad_out_row_stride, num_positions, num_rows, num_bags, dim, pos_base,
     HAS_SCALES: tl.constexpr, REDUCE_EACH_STEP: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     pos = pos_base + tl.program_id(0).to(tl.int64)
@@ -148,8 +191,9 @@ def _backward_kernel(
         in_plan = q < num_positions
         in_run = tl.load(sorted_rows_ptr + q, mask=in_plan, other=-1).to(tl.int64) == row
         bags = tl.load(sorted_bags_ptr + q, mask=in_plan, other=0)
+        read = in_run & (bags >= 0) & (bags < num_bags)
         g = tl.load(grad_out_ptr + bags[:, None] * grad_out_row_stride + cols[None, :],
-                    mask=in_run[:, None] & col_mask[None, :], other=0.0).to(tl.float32)
+                    mask=read[:, None] & col_mask[None, :], other=0.0).to(tl.float32)
         if HAS_SCALES:
             scale = tl.load(sorted_scales_ptr + q, mask=in_run, other=0.0)  # overlaps the grad_output load
             g = g * scale[:, None]
@@ -162,17 +206,22 @@ def _backward_kernel(
 
 @triton.jit
 def _psw_backward_kernel(
-    grad_out_ptr, weight_ptr, indices_ptr, offsets_ptr, out_ptr,
-    grad_out_row_stride, weight_row_stride, num_rows, dim, num_indices, padding_idx, bag_base,
-    BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr,
+    grad_out_ptr, weight_ptr, indices_ptr, offsets_ptr, out_ptr, errors_ptr,
+    grad_out_row_stride, weight_row_stride, num_rows, dim, num_indices, num_offsets, padding_idx, bag_base,
+    HAS_ERRORS: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     bag = bag_base + tl.program_id(0).to(tl.int64)
-    start, end = _bag_bounds(offsets_ptr, bag, num_indices)
+    start, end, start_raw, end_raw = segment_bounds(offsets_ptr, bag, num_offsets, num_indices)
+    offsets_code, _, _ = _offsets_error(bag, start_raw, end_raw, num_offsets, num_indices)
+    oob_count = tl.zeros([BLOCK_L], dtype=tl.int32)  # as in the forward
     for pos in range(start, end, BLOCK_L):
         p = pos + tl.arange(0, BLOCK_L)
         in_bag = p < end
         rows = tl.load(indices_ptr + p, mask=in_bag, other=0).to(tl.int64)
-        used = in_bag & ((rows != padding_idx) | (padding_idx < 0)) & (rows >= 0) & (rows < num_rows)
+        kept = in_bag & ((rows != padding_idx) | (padding_idx < 0))
+        in_range = (rows >= 0) & (rows < num_rows)
+        used = kept & in_range
+        oob_count += (kept & ~in_range).to(tl.int32)
         dot = tl.zeros([BLOCK_L], dtype=tl.float32)
         for d in range(0, dim, BLOCK_D):
             cols = d + tl.arange(0, BLOCK_D)
@@ -183,38 +232,22 @@ def _psw_backward_kernel(
             # Warps split the rows first, so this reduction over columns stays within a warp.
             dot += tl.sum(w.to(tl.float32) * g.to(tl.float32)[None, :], axis=1)
         tl.store(out_ptr + p, dot.to(out_ptr.dtype.element_ty), mask=in_bag)
-
-
-def _is_pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
+    if HAS_ERRORS:
+        if (offsets_code != 0) | (tl.sum(oob_count) > 0):
+            _record_bag_error(errors_ptr, OP_PER_SAMPLE_WEIGHTS_BACKWARD, indices_ptr, offsets_ptr, bag, num_offsets,
+                              num_rows, num_indices, padding_idx, BLOCK_L)
 
 
 def validate_config(config: TritonEmbeddingBagConfig) -> None:
     """Raise ValueError unless `config` is one the module docstring lists as valid."""
-    if not (_is_pow2(config.block_l) and config.block_l <= 256):
+    if not (is_pow2(config.block_l) and config.block_l <= 256):
         raise ValueError(f"block_l must be a power of two in [1, 256], got {config.block_l}")
-    if not (_is_pow2(config.block_d) and 16 <= config.block_d <= 1024):
+    if not (is_pow2(config.block_d) and 16 <= config.block_d <= 1024):
         raise ValueError(f"block_d must be a power of two in [16, 1024], got {config.block_d}")
     if config.block_l * config.block_d > 16384:
         raise ValueError(f"block_l * block_d must be <= 16384, got {config.block_l} * {config.block_d}")
     if config.num_warps not in (1, 2, 4, 8, 16):
         raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {config.num_warps}")
-
-
-def _max_programs(device: torch.device, num_warps: int) -> int:
-    """Most programs one launch may have along grid dim 0."""
-    if device.type == "cuda" and torch.version.hip is not None:
-        # HSA dispatch packets count a dimension's work-items in 32 bits (64-lane wavefronts assumed;
-        # 32-lane ones only make this bound conservative).
-        return (2**32 - 1) // (num_warps * 64)
-    return 2**31 - 1  # CUDA gridDim.x; no limit under the interpreter
-
-
-def _chunks(n: int, device: torch.device, num_warps: int):
-    """(first program, program count) of each launch covering n programs along grid dim 0."""
-    step = _max_programs(device, num_warps)
-    for base in range(0, n, step):
-        yield base, min(step, n - base)
 
 
 def _check_weight(weight: torch.Tensor) -> None:
@@ -224,23 +257,28 @@ def _check_weight(weight: torch.Tensor) -> None:
         raise ValueError(f"weight must have unit column stride, got strides {weight.stride()}")
 
 
-def _check_bags(indices: torch.Tensor, offsets: torch.Tensor) -> None:
+def _num_bags(indices: torch.Tensor, offsets: torch.Tensor, include_last_offset: bool) -> int:
     if indices.dtype not in _INDEX_DTYPES or offsets.dtype != indices.dtype:
         raise ValueError(f"indices/offsets must share int32 or int64, got {indices.dtype}/{offsets.dtype}")
-    if indices.dim() != 1 or offsets.dim() != 1 or offsets.numel() < 1:
-        raise ValueError("indices must be 1-D and offsets 1-D with num_bags + 1 >= 1 entries")
+    if indices.dim() != 1 or offsets.dim() != 1:
+        raise ValueError("indices and offsets must be 1-D")
+    if include_last_offset and offsets.numel() == 0:
+        raise ValueError("with include_last_offset, offsets needs num_bags + 1 >= 1 entries")
     # 1-D inputs are read with unit stride.
     if indices.stride(0) != 1 and indices.numel() > 1 or offsets.stride(0) != 1 and offsets.numel() > 1:
         raise ValueError("indices and offsets must be contiguous")
+    return offsets.numel() - 1 if include_last_offset else offsets.numel()
 
 
 def embedding_bag_forward(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mode: int,
-                          per_sample_weights: torch.Tensor | None, padding_idx: int,
-                          config: TritonEmbeddingBagConfig) -> torch.Tensor:
-    """[num_bags, dim] pooled rows (mode 0 = sum, 1 = mean) in weight's dtype."""
+                          per_sample_weights: torch.Tensor | None, padding_idx: int, include_last_offset: bool,
+                          config: TritonEmbeddingBagConfig, errors: torch.Tensor | None = None) -> torch.Tensor:
+    """[num_bags, dim] pooled rows (mode 0 = sum, 1 = mean) in weight's dtype; bad values are
+    recorded in `errors` (ErrorOp 1) when given."""
     validate_config(config)
     _check_weight(weight)
-    _check_bags(indices, offsets)
+    num_bags = _num_bags(indices, offsets, include_last_offset)
+    check_error_record(errors, weight.device)
     if mode not in (0, 1):
         raise ValueError(f"mode must be 0 (sum) or 1 (mean), got {mode}")
     if per_sample_weights is not None:
@@ -250,15 +288,15 @@ def embedding_bag_forward(weight: torch.Tensor, indices: torch.Tensor, offsets: 
                 or (per_sample_weights.numel() > 1 and per_sample_weights.stride(0) != 1):
             raise ValueError("per_sample_weights must be contiguous, shaped like indices, in weight's dtype")
     num_rows, dim = weight.shape
-    num_bags = offsets.numel() - 1
     out = torch.empty((num_bags, dim), dtype=weight.dtype, device=weight.device)
-    if dim == 0:
-        return out
-    for base, n in _chunks(num_bags, weight.device, config.num_warps):
-        _forward_kernel[(n, triton.cdiv(dim, config.block_d))](
-            weight, indices, offsets, per_sample_weights, out,
-            num_rows, dim, weight.stride(0), indices.numel(), padding_idx, base,
-            MEAN=mode == 1, HAS_PSW=per_sample_weights is not None, REDUCE_EACH_STEP=config.num_warps == 1,
+    # With dim 0 one column block still runs: it checks the bags' values.
+    column_blocks = max(1, triton.cdiv(dim, config.block_d))
+    for base, n in grid_chunks(num_bags, weight.device, config.num_warps):
+        _forward_kernel[(n, column_blocks)](
+            weight, indices, offsets, per_sample_weights, out, errors,
+            num_rows, dim, weight.stride(0), indices.numel(), offsets.numel(), padding_idx, base,
+            MEAN=mode == 1, HAS_PSW=per_sample_weights is not None, HAS_ERRORS=errors is not None,
+            REDUCE_EACH_STEP=config.num_warps == 1,
             BLOCK_L=config.block_l, BLOCK_D=config.block_d, num_warps=config.num_warps,
         )
     return out
@@ -267,7 +305,8 @@ def embedding_bag_forward(weight: torch.Tensor, indices: torch.Tensor, offsets: 
 def embedding_bag_backward(grad_output: torch.Tensor, sorted_rows: torch.Tensor, sorted_bags: torch.Tensor,
                            sorted_scales: torch.Tensor | None, num_rows: int,
                            config: TritonEmbeddingBagConfig) -> torch.Tensor:
-    """[num_rows, dim] grad_weight in grad_output's dtype from the row-sorted backward plan."""
+    """[num_rows, dim] grad_weight in grad_output's dtype from the row-sorted backward plan; bags
+    outside [0, grad_output.shape[0]) are skipped, never read."""
     validate_config(config)
     _check_weight(grad_output)
     num_positions = sorted_rows.numel()
@@ -278,14 +317,14 @@ def embedding_bag_backward(grad_output: torch.Tensor, sorted_rows: torch.Tensor,
         raise ValueError("sorted_scales must be fp32 of the plan's length")
     if any(t is not None and t.numel() > 1 and t.stride(0) != 1 for t in (sorted_rows, sorted_bags, sorted_scales)):
         raise ValueError("the backward plan's tensors must be contiguous")
-    dim = grad_output.size(1)
+    num_bags, dim = grad_output.shape
     grad_weight = torch.zeros((num_rows, dim), dtype=grad_output.dtype, device=grad_output.device)
     if dim == 0 or num_rows == 0:
         return grad_weight
-    for base, n in _chunks(num_positions, grad_output.device, config.num_warps):
+    for base, n in grid_chunks(num_positions, grad_output.device, config.num_warps):
         _backward_kernel[(n, triton.cdiv(dim, config.block_d))](
             grad_output, sorted_rows, sorted_bags, sorted_scales, grad_weight,
-            grad_output.stride(0), num_positions, num_rows, dim, base,
+            grad_output.stride(0), num_positions, num_rows, num_bags, dim, base,
             HAS_SCALES=sorted_scales is not None, REDUCE_EACH_STEP=config.num_warps == 1,
             BLOCK_L=config.block_l, BLOCK_D=config.block_d, num_warps=config.num_warps,
         )
@@ -293,23 +332,28 @@ def embedding_bag_backward(grad_output: torch.Tensor, sorted_rows: torch.Tensor,
 
 
 def embedding_bag_per_sample_weights_backward(grad_output: torch.Tensor, weight: torch.Tensor, indices: torch.Tensor,
-                                              offsets: torch.Tensor, padding_idx: int,
-                                              config: TritonEmbeddingBagConfig) -> torch.Tensor:
-    """[num_indices] dot(grad_output[bag], weight[row]) per position, in weight's dtype; 0 elsewhere."""
+                                              offsets: torch.Tensor, padding_idx: int, include_last_offset: bool,
+                                              config: TritonEmbeddingBagConfig,
+                                              errors: torch.Tensor | None = None) -> torch.Tensor:
+    """[num_indices] dot(grad_output[bag], weight[row]) per position, in weight's dtype; 0 elsewhere
+    (a position in two bags, which only decreasing offsets make, gets either bag's value). Bad
+    values are recorded in `errors` (ErrorOp 3) when given."""
     validate_config(config)
     _check_weight(weight)
     _check_weight(grad_output)
-    _check_bags(indices, offsets)
+    num_bags = _num_bags(indices, offsets, include_last_offset)
+    check_error_record(errors, weight.device)
     num_rows, dim = weight.shape
-    num_bags = offsets.numel() - 1
     if grad_output.shape != (num_bags, dim) or grad_output.dtype != weight.dtype:
         raise ValueError(f"grad_output must be [{num_bags}, {dim}] in weight's dtype")
     # Zeros: positions outside every bag are never written.
     out = torch.zeros(indices.numel(), dtype=weight.dtype, device=weight.device)
-    for base, n in _chunks(num_bags, weight.device, config.num_warps):
+    for base, n in grid_chunks(num_bags, weight.device, config.num_warps):
         _psw_backward_kernel[(n,)](
-            grad_output, weight, indices, offsets, out,
-            grad_output.stride(0), weight.stride(0), num_rows, dim, indices.numel(), padding_idx, base,
-            BLOCK_L=config.block_l, BLOCK_D=config.block_d, num_warps=config.num_warps,
+            grad_output, weight, indices, offsets, out, errors,
+            grad_output.stride(0), weight.stride(0), num_rows, dim, indices.numel(), offsets.numel(),
+            padding_idx, base,
+            HAS_ERRORS=errors is not None, BLOCK_L=config.block_l, BLOCK_D=config.block_d,
+            num_warps=config.num_warps,
         )
     return out
