@@ -1,5 +1,6 @@
 // Small device helpers shared by the CUDA kernels: raw vector loads/stores of 2..16 bytes, the
-// element <-> fp32 conversions of the table dtypes, and the launch-status check.
+// element <-> fp32 conversions of the table dtypes, the device error record, and the launch-status
+// check.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -7,6 +8,7 @@
 
 #include <cstdint>
 
+#include "mymetaops/errors.h"
 #include "mymetaops/types.h"
 
 namespace mymetaops {
@@ -147,6 +149,23 @@ __device__ __forceinline__ void set_elt(RawVec<VEC>& v, int i, float x) {
 template <typename T>
 __device__ __forceinline__ uint32_t load_bits(const T* ptr) {
   return load_cached<sizeof(T)>(ptr).w[0];
+}
+
+// Records a bad value in the DeviceErrorRecord `errors` (mymetaops/errors.h; nullptr: do not
+// record) unless a kernel has claimed it already: the first one wins. Rare path only: the record
+// is pinned host memory, so each access crosses the host link.
+__device__ inline void record_error(int64_t* errors, ErrorOp op, ErrorCode code, int64_t position,
+                                    int64_t value, int64_t bound) {
+  if (errors == nullptr) return;
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(errors + kErrClaimed), 0ull, 1ull) != 0ull)
+    return;
+  errors[kErrOp] = static_cast<int64_t>(op);
+  errors[kErrPosition] = position;
+  errors[kErrValue] = value;
+  errors[kErrBound] = bound;
+  // The host reads the fields once it sees the code: they must be visible to it first.
+  __threadfence_system();
+  *static_cast<volatile int64_t*>(errors + kErrCode) = static_cast<int64_t>(code);
 }
 
 // Status of the launch just made (also reports an earlier asynchronous error, as every CUDA

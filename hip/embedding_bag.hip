@@ -1,6 +1,7 @@
 // embedding_bag for AMD CDNA3/CDNA4 (gfx942: MI300X/MI325X, gfx950: MI350X/MI355X), written for
-// wave64. Semantics: csrc/include/mymetaops/embedding_bag.h. cuda/embedding_bag.cu defines the same
-// launchers; a build links one of the two.
+// wave64. Semantics: csrc/include/mymetaops/embedding_bag.h; the host-side checks, grid sizing and
+// dispatch: csrc/include/mymetaops/launch.h. cuda/embedding_bag.cu defines the same launchers; a
+// build links one of the two.
 //
 // Work split, shared by the three kernels: an aligned group of lanes_per_bag lanes of a wave owns
 // one work item (a bag, or one position of the sorted backward plan). Lane l owns V = vec_bytes /
@@ -16,14 +17,15 @@
 // lookups that must not touch a row read a zero stand-in) and results are selected with pick();
 // bools combine with '&', not '&&'. A load under a branch would wait for itself inside the branch
 // and the batch's loads would no longer overlap.
+// Bad values (mymetaops/errors.h) cost a compare per bag and a flag per lookup on the hot path;
+// finding and recording the bad entry happens only on the rare path, by lane 0 of the group.
 // No LDS and no MFMA, so the kernels also run on NVIDIA GPUs through hip/shim for logic testing.
 
 #include <cstdint>
-#include <initializer_list>
-#include <type_traits>
 
 #include "hip_compat.h"
 #include "mymetaops/embedding_bag.h"
+#include "mymetaops/launch.h"
 
 namespace mymetaops {
 namespace {
@@ -32,9 +34,11 @@ using hip_compat::kWaveSize;
 
 // The contract's block size cap, also declared to the compiler: a block may be this big, so
 // register allocation must fit it (on CDNA: 16 waves per CU, <= 128 VGPRs per lane).
-constexpr int kMaxBlockThreads = 1024;
-// HIP counts a grid in work-items with 32 bits; bigger problems loop over the groups of the grid.
-constexpr int64_t kMaxGridThreads = UINT32_MAX;
+constexpr int kMaxBlockThreads = launch::kMaxBlockThreads;
+// HIP counts a grid in work-items with 32 bits; bigger problems loop over the items.
+constexpr launch::GridLimits kGridLimits{UINT32_MAX, UINT32_MAX};
+// The backward plan's kernels: one lane per position (one wave per bag for the counts).
+constexpr int kPlanBlockThreads = 256;
 constexpr uint32_t kQuietNaNBits = 0x7fc00000u;
 
 // ---------------------------------------------------------------------------------------------
@@ -45,6 +49,12 @@ struct Half {
 };
 struct BFloat16 {
   uint16_t bits;
+};
+
+struct HipTypes {
+  using Float32 = float;
+  using Float16 = Half;
+  using BFloat16 = BFloat16;
 };
 
 __device__ inline float to_float(float x) { return x; }
@@ -116,16 +126,21 @@ __device__ inline void add_scaled(float (&acc)[V::kElems], float scale, const V&
 // ---------------------------------------------------------------------------------------------
 // Group bookkeeping. lanes_per_bag is a power of two passed as its log2, so the group and lane
 // come from shifts and masks rather than 64-bit divisions. The shape comes from the host rather
-// than from blockDim/gridDim (see hip_compat::thread_in_block).
+// than from blockDim/gridDim (see hip_compat::thread_in_block). One group per work item
+// (launch::grid_for with one group per item), so every group of the grid has one.
 
 struct GroupGrid {
   int lanes_shift;         // log2(lanes_per_bag)
   int block_threads;       // a multiple of the wave size, so groups are aligned within waves
-  int64_t groups_in_grid;  // work items the whole grid covers per pass
+  int64_t items_per_pass;  // work items the whole grid covers per pass
 };
 
+GroupGrid group_grid(const launch::Grid& grid, int block_threads) {
+  return {grid.lanes_log2, block_threads, grid.items_per_pass};
+}
+
 struct GroupLoop {
-  int64_t first;  // the calling lane's first work item; then every groups_in_grid-th
+  int64_t first;  // the calling lane's first work item; then every items_per_pass-th
   int lane;       // lane within the group
   int lanes;      // lanes_per_bag
 };
@@ -146,13 +161,81 @@ struct BagRange {
   int64_t start, end;
 };
 
-// Offsets clamped to [0, num_indices]; an end below its start is an empty bag.
+// A bag's two offsets entries as given: lo = offsets[bag] and hi = its end, offsets[bag + 1] or
+// num_indices past torch-form offsets (num_offsets == num_bags).
+struct BagEntries {
+  int64_t lo, hi;
+};
+
 template <typename I>
-__device__ inline BagRange bag_range(const I* offsets, int64_t bag, int64_t num_indices) {
-  const int64_t lo = offsets[bag], hi = offsets[bag + 1];
-  const int64_t start = lo < 0 ? 0 : (lo > num_indices ? num_indices : lo);
-  const int64_t end = hi < start ? start : (hi > num_indices ? num_indices : hi);
+__device__ inline BagEntries bag_entries(const I* offsets, int64_t bag, int64_t num_offsets,
+                                         int64_t num_indices) {
+  const bool has_end = bag + 1 < num_offsets;
+  return {offsets[bag], pick(has_end, int64_t(offsets[has_end ? bag + 1 : bag]), num_indices)};
+}
+
+// 0 <= lo <= hi <= num_indices, as two unsigned compares (a negative value is above any valid one).
+__device__ inline bool entries_ok(BagEntries e, int64_t num_indices) {
+  return (uint64_t(e.lo) <= uint64_t(e.hi)) & (uint64_t(e.hi) <= uint64_t(num_indices));
+}
+
+// Both entries clamped to [0, num_indices]; an end below its start is an empty bag.
+__device__ inline BagRange clamped(BagEntries e, int64_t num_indices) {
+  const int64_t start = e.lo < 0 ? 0 : (e.lo > num_indices ? num_indices : e.lo);
+  const int64_t end = e.hi < start ? start : (e.hi > num_indices ? num_indices : e.hi);
   return {start, end};
+}
+
+// The bag's range; `bad` is set if one of its entries is bad.
+template <typename I>
+__device__ inline BagRange bag_range(const I* offsets, int64_t bag, int64_t num_offsets,
+                                     int64_t num_indices, bool& bad) {
+  const BagEntries e = bag_entries(offsets, bag, num_offsets, num_indices);
+  bad |= !entries_ok(e, num_indices);
+  return clamped(e, num_indices);
+}
+
+// A bad value found, as recorded (mymetaops/errors.h).
+struct BadValue {
+  ErrorCode code;
+  int64_t position, value, bound;
+};
+
+// What is wrong with a bag's bad entries, offsets[bag] first. Each bag checks its own entries
+// (offsets[bag + 1] against offsets[bag] for the order), so all of them get checked.
+__device__ inline BadValue offsets_error(int64_t bag, BagEntries e, int64_t num_indices) {
+  if (e.lo < 0) return {ErrorCode::kNegativeOffset, bag, e.lo, 0};
+  if (e.lo > num_indices) return {ErrorCode::kOffsetPastEnd, bag, e.lo, num_indices};
+  // hi is offsets[bag + 1]: the implicit end num_indices is never bad.
+  if (e.hi < 0) return {ErrorCode::kNegativeOffset, bag + 1, e.hi, 0};
+  if (e.hi < e.lo) return {ErrorCode::kDecreasingOffset, bag + 1, e.hi, 0};
+  return {ErrorCode::kOffsetPastEnd, bag + 1, e.hi, num_indices};
+}
+
+__device__ inline void record(int64_t* errors, ErrorOp op, const BadValue& bad) {
+  hip_compat::record_error(errors, op, bad.code, bad.position, bad.value, bad.bound);
+}
+
+// Rare path of a group that met a bad entry or index in one of its bags (bag = first, first +
+// items_per_pass, ...): walks them again and records the first problem. Kept out of the bag loops
+// so that nothing it needs is live, or hoisted, across them, and with one exit per loop: each
+// early exit of a divergent loop costs a lane mask. P: the forward's or the per-sample-weights
+// backward's params.
+template <typename P>
+__device__ inline void record_bag_errors(const P& p, int64_t first, ErrorOp op) {
+  BadValue bad = {ErrorCode::kNone, 0, 0, 0};
+  for (int64_t bag = first; (bag < p.num_bags) & (bad.code == ErrorCode::kNone);
+       bag += p.grid.items_per_pass) {
+    const BagEntries e = bag_entries(p.offsets, bag, p.num_offsets, p.num_indices);
+    if (!entries_ok(e, p.num_indices)) bad = offsets_error(bag, e, p.num_indices);
+    const BagRange r = clamped(e, p.num_indices);
+    for (int64_t i = r.start; (i < r.end) & (bad.code == ErrorCode::kNone); ++i) {
+      const int64_t row = p.indices[i];
+      if (!is_padding(row, p.padding_idx) & (uint64_t(row) >= uint64_t(p.num_rows)))
+        bad = {ErrorCode::kIndexOutOfRange, i, row, p.num_rows};
+    }
+  }
+  if (bad.code != ErrorCode::kNone) record(p.errors, op, bad);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -164,11 +247,12 @@ struct ForwardParams {
   int64_t num_rows, dim, row_stride;
   const I* indices;
   const I* offsets;
-  int64_t num_indices, num_bags;
+  int64_t num_indices, num_bags, num_offsets;
   const T* per_sample_weights;  // nullptr: all ones
   int64_t padding_idx;
   bool mean;
   T* out;
+  int64_t* errors;
   GroupGrid grid;
 };
 
@@ -178,8 +262,9 @@ __device__ inline void forward_bags(const ForwardParams<T, I>& p) {
   const float nan = hip_compat::bit_cast<float>(kQuietNaNBits);
   const GroupLoop g = group_loop(p.grid);
   const int64_t chunk = int64_t(g.lanes) * V::kElems;
-  for (int64_t bag = g.first; bag < p.num_bags; bag += p.grid.groups_in_grid) {
-    const BagRange r = bag_range(p.offsets, bag, p.num_indices);
+  bool bad = false;  // a bad offsets entry or index met: recorded once the bags are done
+  for (int64_t bag = g.first; bag < p.num_bags; bag += p.grid.items_per_pass) {
+    const BagRange r = bag_range(p.offsets, bag, p.num_offsets, p.num_indices, bad);
     // Large dims: one pass over the bag per column chunk, so the accumulator stays V::kElems
     // registers with compile-time indices; the bag's indices are re-read from cache.
     for (int64_t col = int64_t(g.lane) * V::kElems; col < p.dim; col += chunk) {
@@ -200,6 +285,7 @@ __device__ inline void forward_bags(const ForwardParams<T, I>& p) {
           const int64_t row = row_ids[u];
           const bool counted = (i + u < r.end) & !is_padding(row, p.padding_idx);
           const bool valid = counted & (uint64_t(row) < uint64_t(p.num_rows));
+          bad |= counted & !valid;
           const int64_t offset = row * p.row_stride + col;  // used only when valid
           // An out-of-range row contributes NaN * 0 (0 from the stand-in), which turns every
           // column of the bag into NaN; padding and slots past the bag contribute 0 * 0.
@@ -208,6 +294,7 @@ __device__ inline void forward_bags(const ForwardParams<T, I>& p) {
           rows[u] = hip_compat::load_streaming(
               pick(valid, reinterpret_cast<const V*>(p.weight + offset), zero_vec<V>()));
         }
+        hip_compat::rows_issued();
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) add_scaled(acc, scales[u], rows[u]);
       }
@@ -220,6 +307,9 @@ __device__ inline void forward_bags(const ForwardParams<T, I>& p) {
       *reinterpret_cast<V*>(p.out + bag * p.dim + col) = out;
     }
   }
+  // Lane 0 of the group records: every lane doing an atomic on host memory would be slow.
+  if (__builtin_expect(bad & (g.lane == 0) & (p.errors != nullptr), 0))
+    record_bag_errors(p, g.first, ErrorOp::kEmbeddingBag);
 }
 
 template <typename T, typename I, int kVecBytes, int kUnroll>
@@ -241,7 +331,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
 template <typename T, typename I>
 struct BackwardParams {
   const T* grad_output;
-  int64_t dim, num_rows;
+  int64_t dim, num_rows, num_bags;
   const I* sorted_rows;
   const int64_t* sorted_bags;
   const float* sorted_scales;  // nullptr: all ones
@@ -256,7 +346,7 @@ __device__ inline void backward_rows(const BackwardParams<T, I>& p) {
   const GroupLoop g = group_loop(p.grid);
   const int64_t chunk = int64_t(g.lanes) * V::kElems;
   const int64_t last = p.num_positions - 1;
-  for (int64_t q = g.first; q < p.num_positions; q += p.grid.groups_in_grid) {
+  for (int64_t q = g.first; q < p.num_positions; q += p.grid.items_per_pass) {
     const int64_t row = p.sorted_rows[q];
     const bool run_start = q == 0 || int64_t(p.sorted_rows[q - 1]) != row;
     // Another group owns the row, or the row is a marker (or corrupt): never dereferenced.
@@ -280,10 +370,11 @@ __device__ inline void backward_rows(const BackwardParams<T, I>& p) {
         V grads[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const int64_t offset = bags[u] * p.dim + col;  // used only when in the run
-          scales[u] = pick(in_run[u], scales[u], 0.f);
-          grads[u] =
-              *pick(in_run[u], reinterpret_cast<const V*>(p.grad_output + offset), zero_vec<V>());
+          // A bag outside grad_output (only from a corrupt plan) is skipped like a marker.
+          const bool take = in_run[u] & (uint64_t(bags[u]) < uint64_t(p.num_bags));
+          const int64_t offset = bags[u] * p.dim + col;  // used only when taken
+          scales[u] = pick(take, scales[u], 0.f);
+          grads[u] = *pick(take, reinterpret_cast<const V*>(p.grad_output + offset), zero_vec<V>());
         }
         run_goes_on = in_run[kUnroll - 1];
 #pragma unroll
@@ -319,9 +410,10 @@ struct PerSampleWeightsBackwardParams {
   int64_t num_rows, dim, row_stride;
   const I* indices;
   const I* offsets;
-  int64_t num_indices, num_bags;
+  int64_t num_indices, num_bags, num_offsets;
   int64_t padding_idx;
   T* grad_per_sample_weights;
+  int64_t* errors;
   GroupGrid grid;
 };
 
@@ -371,8 +463,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   const GroupLoop g = group_loop(p.grid);
   const int64_t chunk = int64_t(g.lanes) * V::kElems;
   const int64_t lane_col = int64_t(g.lane) * V::kElems;
-  for (int64_t bag = g.first; bag < p.num_bags; bag += p.grid.groups_in_grid) {
-    const BagRange r = bag_range(p.offsets, bag, p.num_indices);
+  bool bad = false;  // as in the forward
+  for (int64_t bag = g.first; bag < p.num_bags; bag += p.grid.items_per_pass) {
+    const BagRange r = bag_range(p.offsets, bag, p.num_offsets, p.num_indices, bad);
     const T* grad_row = p.grad_output + bag * p.dim;
     // The first chunk of grad_output[bag] (all of it when dim <= chunk, the usual shape) stays in
     // registers for the whole bag; later chunks are re-read per batch, from cache.
@@ -384,8 +477,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       for (int u = 0; u < kUnroll; ++u) {
         const bool in_bag = i + u < r.end;
         const int64_t row = p.indices[in_bag ? i + u : r.end - 1];
-        const bool valid = in_bag & !is_padding(row, p.padding_idx) &
-                           (uint64_t(row) < uint64_t(p.num_rows));
+        const bool counted = in_bag & !is_padding(row, p.padding_idx);
+        const bool valid = counted & (uint64_t(row) < uint64_t(p.num_rows));
+        bad |= counted & !valid;
         row_offsets[u] = pick(valid, row * p.row_stride, int64_t(-1));
       }
       float dots[kUnroll] = {};
@@ -404,138 +498,129 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       }
     }
   }
+  if (__builtin_expect(bad & (g.lane == 0) & (p.errors != nullptr), 0))
+    record_bag_errors(p, g.first, ErrorOp::kEmbeddingBagPerSampleWeightsBackward);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host side: config validation, launch shape, and dispatch of the run-time dtypes and knobs to
-// template instances.
+// Backward plan: keys, bags and scales of every position (launch_embedding_bag_backward_plan).
 
-int element_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return 4;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    default:
-      return 0;
+// Mean with padding: bag_scales[b] = 1 / max(count, 1), count = the bag's non-padding entries. One
+// wave per bag, 64 entries per step, so a long bag is no serial walk.
+template <typename I>
+struct MeanScalesParams {
+  const I* indices;
+  const I* offsets;
+  int64_t num_indices, num_bags, num_offsets;
+  int64_t padding_idx;
+  float* bag_scales;
+  GroupGrid grid;  // groups of kWaveSize lanes
+};
+
+template <typename I>
+__global__ void __launch_bounds__(kPlanBlockThreads)
+    embedding_bag_mean_scales_kernel(const MeanScalesParams<I> p) {
+  const GroupLoop g = group_loop(p.grid);
+  // The whole wave works on one bag, so the loops and the shuffles are wave-uniform.
+  for (int64_t bag = g.first; bag < p.num_bags; bag += p.grid.items_per_pass) {
+    const BagRange r =
+        clamped(bag_entries(p.offsets, bag, p.num_offsets, p.num_indices), p.num_indices);
+    int64_t count = 0;
+    for (int64_t i = r.start + g.lane; i < r.end; i += kWaveSize)
+      count += !is_padding(p.indices[i], p.padding_idx);
+    for (int mask = 1; mask < kWaveSize; mask <<= 1) count += __shfl_xor(count, mask, kWaveSize);
+    if (g.lane == 0) p.bag_scales[bag] = 1.f / float(count > 0 ? count : 1);
   }
 }
 
-// nullptr when the config fits the problem: row slices of `dim` elements, row strides of
-// `row_stride` elements, and the row-addressed base pointers in `row_bases`.
-const char* check_config(const EmbeddingBagConfig& c, DType dtype, int64_t dim, int64_t row_stride,
-                         std::initializer_list<const void*> row_bases) {
-  const int elem = element_bytes(dtype);
-  if (elem == 0) return "embedding_bag (hip): values must be float32, float16 or bfloat16";
-  if (c.vec_bytes != 2 && c.vec_bytes != 4 && c.vec_bytes != 8 && c.vec_bytes != 16)
-    return "embedding_bag (hip): config.vec_bytes must be 2, 4, 8 or 16";
-  if (c.vec_bytes < elem) return "embedding_bag (hip): config.vec_bytes is below the element size";
-  if (dim < 0 || row_stride < 0) return "embedding_bag (hip): negative dim or row stride";
-  if (dim * elem % c.vec_bytes != 0)
-    return "embedding_bag (hip): dim * element size is not a multiple of config.vec_bytes";
-  if (row_stride * elem % c.vec_bytes != 0)
-    return "embedding_bag (hip): the row stride in bytes is not a multiple of config.vec_bytes";
-  for (const void* base : row_bases) {
-    if (reinterpret_cast<uintptr_t>(base) % c.vec_bytes != 0)
-      return "embedding_bag (hip): a row pointer is not aligned to config.vec_bytes";
+template <typename I, typename K, typename T>
+struct PlanParams {
+  const I* indices;
+  const I* offsets;
+  int64_t num_indices, num_bags, num_offsets, num_rows;
+  int64_t padding_idx;
+  bool mean;
+  const T* per_sample_weights;  // nullptr: none
+  K* keys;
+  int64_t* bags;
+  float* scales;      // nullptr: sum without weights
+  float* bag_scales;  // mean with padding: 1 / count of each bag (first kernel); else nullptr
+  int64_t* errors;
+  GroupGrid grid;     // groups of one lane
+};
+
+// The bag holding position i, if any: the last bag whose start is <= i, or -1 (binary search;
+// unclamped starts compare with i in [0, num_indices) as clamped ones do). With valid offsets the
+// starts are sorted; with any offsets the bag found starts at or before i, so the search always
+// ends, after at most 64 steps.
+template <typename I>
+__device__ inline int64_t bag_of(const I* offsets, int64_t num_bags, int64_t i) {
+  int64_t lo = 0, hi = num_bags;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) >> 1;
+    if (int64_t(offsets[mid]) <= i)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  const int lanes = c.lanes_per_bag;
-  if (lanes < 1 || lanes > kWaveSize || (lanes & (lanes - 1)) != 0)
-    return "embedding_bag (hip): config.lanes_per_bag must be a power of two in [1, wave size]";
-  if (c.unroll != 1 && c.unroll != 2 && c.unroll != 4 && c.unroll != 8)
-    return "embedding_bag (hip): config.unroll must be 1, 2, 4 or 8";
-  // A multiple of the wave size is also one of lanes_per_bag (a power of two <= the wave size).
-  const int block = c.block_threads;
-  if (block <= 0 || block > kMaxBlockThreads || block % kWaveSize != 0)
-    return "embedding_bag (hip): config.block_threads must be a multiple of the wave size in "
-           "[wave size, 1024]";
-  return nullptr;
+  return lo - 1;
 }
 
-struct LaunchShape {
-  unsigned blocks;
-  GroupGrid grid;
-};
-
-// One group per work item, capped so the grid stays within HIP's 32-bit work-item count (the
-// kernels loop over the rest).
-LaunchShape launch_shape(int64_t work_items, const EmbeddingBagConfig& c) {
-  const int64_t groups_per_block = c.block_threads / c.lanes_per_bag;
-  const int64_t max_blocks = kMaxGridThreads / c.block_threads;
-  const int64_t needed = (work_items + groups_per_block - 1) / groups_per_block;
-  const int64_t blocks = needed < max_blocks ? needed : max_blocks;
-  const int lanes_shift = __builtin_ctz(unsigned(c.lanes_per_bag));
-  return {unsigned(blocks), {lanes_shift, c.block_threads, blocks * groups_per_block}};
-}
-
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-template <int N>
-using IntTag = std::integral_constant<int, N>;
-
-// f(IntTag<v>) for the run-time value v among kChoices.
-template <int... kChoices, typename F>
-LaunchError with_choice(int value, F&& f) {
-  LaunchError result = "embedding_bag (hip): unsupported config value";
-  (void)((value == kChoices ? (result = f(IntTag<kChoices>{}), true) : false) || ...);
-  return result;
-}
-
-// launch(TypeTag<T>, TypeTag<I>, IntTag<vec_bytes>, IntTag<unroll>) for the run-time choices.
-template <typename F>
-LaunchError dispatch(DType value_dtype, DType index_dtype, const EmbeddingBagConfig& c,
-                     F&& launch) {
-  const auto with_index = [&](auto value_tag) -> LaunchError {
-    const auto with_knobs = [&](auto index_tag) {
-      return with_choice<2, 4, 8, 16>(c.vec_bytes, [&](auto vec_tag) {
-        return with_choice<1, 2, 4, 8>(c.unroll, [&](auto unroll_tag) -> LaunchError {
-          using T = typename decltype(value_tag)::type;
-          constexpr int kVecBytes = decltype(vec_tag)::value;
-          if constexpr (kVecBytes < int(sizeof(T)))
-            return "embedding_bag (hip): config.vec_bytes is below the element size";
-          else
-            return launch(value_tag, index_tag, vec_tag, unroll_tag);
-        });
-      });
-    };
-    switch (index_dtype) {
-      case DType::kInt32:
-        return with_knobs(TypeTag<int32_t>{});
-      case DType::kInt64:
-        return with_knobs(TypeTag<int64_t>{});
-      default:
-        return "embedding_bag (hip): indices must be int32 or int64";
+// One lane per item: the offsets checks of bag i (i < num_bags) and the plan of position i
+// (i < num_indices). T: the per-sample weights' dtype.
+template <typename I, typename K, typename T>
+__global__ void __launch_bounds__(kPlanBlockThreads)
+    embedding_bag_backward_plan_kernel(const PlanParams<I, K, T> p) {
+  constexpr ErrorOp kOp = ErrorOp::kEmbeddingBagBackward;
+  const GroupLoop g = group_loop(p.grid);
+  const int64_t items = p.num_indices > p.num_bags ? p.num_indices : p.num_bags;
+  for (int64_t i = g.first; i < items; i += p.grid.items_per_pass) {
+    if (i < p.num_bags) {
+      const BagEntries e = bag_entries(p.offsets, i, p.num_offsets, p.num_indices);
+      if (__builtin_expect(!entries_ok(e, p.num_indices), 0))
+        record(p.errors, kOp, offsets_error(i, e, p.num_indices));
     }
-  };
-  switch (value_dtype) {
-    case DType::kFloat32:
-      return with_index(TypeTag<float>{});
-    case DType::kFloat16:
-      return with_index(TypeTag<Half>{});
-    case DType::kBFloat16:
-      return with_index(TypeTag<BFloat16>{});
-    default:
-      return "embedding_bag (hip): values must be float32, float16 or bfloat16";
+    if (i >= p.num_indices) continue;
+    const int64_t bag = bag_of(p.offsets, p.num_bags, i);
+    BagRange r = {0, 0};
+    if (bag >= 0) r = clamped(bag_entries(p.offsets, bag, p.num_offsets, p.num_indices), p.num_indices);
+    const bool in_bag = i < r.end;  // and r.start <= i (bag_of)
+    const int64_t row = p.indices[i];
+    const bool counted = in_bag & !is_padding(row, p.padding_idx);
+    const bool take = counted & (uint64_t(row) < uint64_t(p.num_rows));
+    if (__builtin_expect(counted & !take, 0))
+      hip_compat::record_error(p.errors, kOp, ErrorCode::kIndexOutOfRange, i, row, p.num_rows);
+    p.keys[i] = K(take ? row : p.num_rows);
+    p.bags[i] = bag < 0 ? 0 : bag;
+    if (p.scales != nullptr) {
+      float scale = 0.f;
+      if (in_bag) {
+        if (p.per_sample_weights != nullptr)
+          scale = to_float(p.per_sample_weights[i]);
+        else if (!p.mean)
+          scale = 1.f;
+        else if (p.bag_scales != nullptr)
+          scale = p.bag_scales[bag];
+        else  // no padding: the count is the bag's length, >= 1 as i is in the bag
+          scale = 1.f / float(r.end - r.start);
+      }
+      p.scales[i] = scale;
+    }
   }
 }
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// Launchers: the checks, grid sizing and dispatch are launch.h's.
+
 LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& a,
                                          const EmbeddingBagConfig& config, void* stream) {
-  if (const char* error =
-          check_config(config, a.weight_dtype, a.dim, a.weight_row_stride, {a.weight, a.out}))
-    return error;
-  if (a.num_rows < 0 || a.num_indices < 0 || a.num_bags < 0)
-    return "embedding_bag (hip): negative size";
-  if (a.per_sample_weights != nullptr && a.mode != PoolMode::kSum)
-    return "embedding_bag (hip): per_sample_weights needs mode sum";
-  if (a.num_bags == 0 || a.dim == 0) return nullptr;
-  const LaunchShape shape = launch_shape(a.num_bags, config);
-  return dispatch(a.weight_dtype, a.index_dtype, config,
+  if (LaunchError error = launch::check(a, config, kWaveSize)) return error;
+  if (!launch::has_work(a)) return nullptr;
+  const launch::Grid grid =
+      launch::grid_for(a.num_bags, 1, config.lanes_per_bag, config.block_threads, kGridLimits);
+  return launch::dispatch_kernel<HipTypes>(a.weight_dtype, a.index_dtype, config,
                   [&](auto value_tag, auto index_tag, auto vec_tag, auto unroll_tag) {
     using T = typename decltype(value_tag)::type;
     using I = typename decltype(index_tag)::type;
@@ -549,26 +634,80 @@ LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& a,
                                 static_cast<const I*>(a.offsets),
                                 a.num_indices,
                                 a.num_bags,
+                                a.num_offsets,
                                 static_cast<const T*>(a.per_sample_weights),
                                 a.padding_idx,
                                 a.mode == PoolMode::kMean,
                                 static_cast<T*>(a.out),
-                                shape.grid};
+                                a.errors,
+                                group_grid(grid, config.block_threads)};
     embedding_bag_forward_kernel<T, I, kVecBytes, kUnroll>
-        <<<shape.blocks, config.block_threads, 0, static_cast<hipStream_t>(stream)>>>(p);
+        <<<grid.blocks, config.block_threads, 0, static_cast<hipStream_t>(stream)>>>(p);
     return hip_compat::launch_error();
+  });
+}
+
+LaunchError launch_embedding_bag_backward_plan(const EmbeddingBagBackwardPlanArgs& a,
+                                               void* stream) {
+  if (LaunchError error = launch::check(a)) return error;
+  if (!launch::has_work(a)) return nullptr;
+  const auto s = static_cast<hipStream_t>(stream);
+  const bool mean = a.mode == PoolMode::kMean;
+  const bool count_bags = launch::counts_bags(a);
+  return launch::dispatch_index(a.index_dtype, [&](auto index_tag) -> LaunchError {
+    using I = typename decltype(index_tag)::type;
+    if (count_bags) {
+      const launch::Grid grid =
+          launch::grid_for(a.num_bags, 1, kWaveSize, kPlanBlockThreads, kGridLimits);
+      const MeanScalesParams<I> p{static_cast<const I*>(a.indices),
+                                  static_cast<const I*>(a.offsets),
+                                  a.num_indices,
+                                  a.num_bags,
+                                  a.num_offsets,
+                                  a.padding_idx,
+                                  a.bag_scratch,
+                                  group_grid(grid, kPlanBlockThreads)};
+      embedding_bag_mean_scales_kernel<I><<<grid.blocks, kPlanBlockThreads, 0, s>>>(p);
+      if (LaunchError error = hip_compat::launch_error()) return error;
+    }
+    const int64_t items = a.num_indices > a.num_bags ? a.num_indices : a.num_bags;
+    const launch::Grid grid = launch::grid_for(items, 1, 1, kPlanBlockThreads, kGridLimits);
+    return launch::dispatch_index(a.key_dtype, [&](auto key_tag) {
+      using K = typename decltype(key_tag)::type;
+      const auto launch_plan = [&](auto value_tag) {
+        using T = typename decltype(value_tag)::type;
+        const PlanParams<I, K, T> p{static_cast<const I*>(a.indices),
+                                    static_cast<const I*>(a.offsets),
+                                    a.num_indices,
+                                    a.num_bags,
+                                    a.num_offsets,
+                                    a.num_rows,
+                                    a.padding_idx,
+                                    mean,
+                                    static_cast<const T*>(a.per_sample_weights),
+                                    static_cast<K*>(a.keys),
+                                    a.bags,
+                                    a.scales,
+                                    count_bags ? a.bag_scratch : nullptr,
+                                    a.errors,
+                                    group_grid(grid, kPlanBlockThreads)};
+        embedding_bag_backward_plan_kernel<I, K, T><<<grid.blocks, kPlanBlockThreads, 0, s>>>(p);
+        return hip_compat::launch_error();
+      };
+      // Without weights their dtype is irrelevant: one instance.
+      if (a.per_sample_weights == nullptr) return launch_plan(launch::TypeTag<float>{});
+      return launch::dispatch_float<HipTypes>(a.weight_dtype, launch_plan);
+    });
   });
 }
 
 LaunchError launch_embedding_bag_backward(const EmbeddingBagBackwardArgs& a,
                                           const EmbeddingBagConfig& config, void* stream) {
-  if (const char* error =
-          check_config(config, a.grad_dtype, a.dim, a.dim, {a.grad_output, a.grad_weight}))
-    return error;
-  if (a.num_rows < 0 || a.num_positions < 0) return "embedding_bag (hip): negative size";
-  if (a.num_positions == 0 || a.dim == 0) return nullptr;
-  const LaunchShape shape = launch_shape(a.num_positions, config);
-  return dispatch(a.grad_dtype, a.index_dtype, config,
+  if (LaunchError error = launch::check(a, config, kWaveSize)) return error;
+  if (!launch::has_work(a)) return nullptr;
+  const launch::Grid grid = launch::grid_for(a.num_positions, 1, config.lanes_per_bag,
+                                             config.block_threads, kGridLimits);
+  return launch::dispatch_kernel<HipTypes>(a.grad_dtype, a.index_dtype, config,
                   [&](auto value_tag, auto index_tag, auto vec_tag, auto unroll_tag) {
     using T = typename decltype(value_tag)::type;
     using I = typename decltype(index_tag)::type;
@@ -577,14 +716,15 @@ LaunchError launch_embedding_bag_backward(const EmbeddingBagBackwardArgs& a,
     const BackwardParams<T, I> p{static_cast<const T*>(a.grad_output),
                                  a.dim,
                                  a.num_rows,
+                                 a.num_bags,
                                  static_cast<const I*>(a.sorted_rows),
                                  a.sorted_bags,
                                  a.sorted_scales,
                                  a.num_positions,
                                  static_cast<T*>(a.grad_weight),
-                                 shape.grid};
+                                 group_grid(grid, config.block_threads)};
     embedding_bag_backward_kernel<T, I, kVecBytes, kUnroll>
-        <<<shape.blocks, config.block_threads, 0, static_cast<hipStream_t>(stream)>>>(p);
+        <<<grid.blocks, config.block_threads, 0, static_cast<hipStream_t>(stream)>>>(p);
     return hip_compat::launch_error();
   });
 }
@@ -592,16 +732,11 @@ LaunchError launch_embedding_bag_backward(const EmbeddingBagBackwardArgs& a,
 LaunchError launch_embedding_bag_per_sample_weights_backward(
     const EmbeddingBagPerSampleWeightsBackwardArgs& a, const EmbeddingBagConfig& config,
     void* stream) {
-  if (const char* error = check_config(config, a.weight_dtype, a.dim, a.weight_row_stride,
-                                       {a.grad_output, a.weight}))
-    return error;
-  if (a.num_rows < 0 || a.num_indices < 0 || a.num_bags < 0)
-    return "embedding_bag (hip): negative size";
-  // No indices: nothing to write (the output is empty). dim == 0: every dot is 0, which the
-  // caller's zeroing already holds.
-  if (a.num_indices == 0 || a.num_bags == 0 || a.dim == 0) return nullptr;
-  const LaunchShape shape = launch_shape(a.num_bags, config);
-  return dispatch(a.weight_dtype, a.index_dtype, config,
+  if (LaunchError error = launch::check(a, config, kWaveSize)) return error;
+  if (!launch::has_work(a)) return nullptr;
+  const launch::Grid grid =
+      launch::grid_for(a.num_bags, 1, config.lanes_per_bag, config.block_threads, kGridLimits);
+  return launch::dispatch_kernel<HipTypes>(a.weight_dtype, a.index_dtype, config,
                   [&](auto value_tag, auto index_tag, auto vec_tag, auto unroll_tag) {
     using T = typename decltype(value_tag)::type;
     using I = typename decltype(index_tag)::type;
@@ -616,11 +751,13 @@ LaunchError launch_embedding_bag_per_sample_weights_backward(
                                                  static_cast<const I*>(a.offsets),
                                                  a.num_indices,
                                                  a.num_bags,
+                                                 a.num_offsets,
                                                  a.padding_idx,
                                                  static_cast<T*>(a.grad_per_sample_weights),
-                                                 shape.grid};
+                                                 a.errors,
+                                                 group_grid(grid, config.block_threads)};
     embedding_bag_per_sample_weights_backward_kernel<T, I, kVecBytes, kUnroll>
-        <<<shape.blocks, config.block_threads, 0, static_cast<hipStream_t>(stream)>>>(p);
+        <<<grid.blocks, config.block_threads, 0, static_cast<hipStream_t>(stream)>>>(p);
     return hip_compat::launch_error();
   });
 }

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "mymetaops/errors.h"
+
 #if defined(__HIP_PLATFORM_AMD__)
 #if defined(__HIP_DEVICE_COMPILE__) && !defined(__GFX9__)
 #error "hip/ kernels are written for CDNA (gfx9 family, wave64); RDNA is not a target"
@@ -129,6 +131,16 @@ __device__ inline T load_streaming(const T* p) {
 }
 #endif
 
+// Called between the row loads of a batch and their use. The batches issue all their row loads
+// before using any (vmcnt waits in issue order); clang-22's gfx950 schedule starts accumulating an
+// unroll-8 batch before its last loads are issued, so there nothing may cross this point. Not on
+// gfx942: there the schedule keeps the batch, and constrained it spills (clang-19).
+#if defined(__gfx950__)
+__device__ inline void rows_issued() { __builtin_amdgcn_sched_barrier(0); }
+#else
+__device__ inline void rows_issued() {}
+#endif
+
 // Two fp32 values computed together: on CDNA3/4 one v_pk_fma_f32 does both FMAs. The kernels pair
 // adjacent columns of one row explicitly through this: left to itself, the SLP vectorizer pairs
 // terms of different rows, and the shuffles that needs push register use into spills.
@@ -207,6 +219,39 @@ __device__ inline void group_sum(float (&v)[N], int width) {
     for (int i = 0; i < N; ++i) v[i] += __shfl_xor(v[i], mask, width);
 }
 #endif
+
+// What the device error record (mymetaops/errors.h) needs to publish a record to the host: a
+// system-scope fence, and a store the host sees. On AMD, HIP's __threadfence_system is a
+// device-library call (not linked here), and a system-scope atomic store keeps the code out of any
+// cache the host does not see.
+#if defined(__HIP_PLATFORM_AMD__)
+__device__ inline void fence_system() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, ""); }
+__device__ inline void store_system(int64_t* p, int64_t value) {
+  __hip_atomic_store(p, value, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+#else
+__device__ inline void fence_system() { __threadfence_system(); }
+__device__ inline void store_system(int64_t* p, int64_t value) {
+  *static_cast<volatile int64_t*>(p) = value;
+}
+#endif
+
+// Records a bad value in the DeviceErrorRecord `errors` (nullptr: do not record) unless a kernel
+// has claimed it already: the first one wins. Rare path only: the record is pinned host memory, so
+// each access crosses the host link.
+__device__ inline void record_error(int64_t* errors, ErrorOp op, ErrorCode code, int64_t position,
+                                    int64_t value, int64_t bound) {
+  if (errors == nullptr) return;
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(errors + kErrClaimed), 0ull, 1ull) != 0ull)
+    return;
+  errors[kErrOp] = static_cast<int64_t>(op);
+  errors[kErrPosition] = position;
+  errors[kErrValue] = value;
+  errors[kErrBound] = bound;
+  // The host reads the fields once it sees the code: they must be visible to it first.
+  fence_system();
+  store_system(errors + kErrCode, static_cast<int64_t>(code));
+}
 
 // Launchers check after every launch; nullptr means success.
 inline const char* launch_error() {
