@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles every cuda/*.cu stand-alone for sm_90a and sm_100a with all warnings as errors, and
+# Compiles every cuda/**/*.cu stand-alone for sm_90a and sm_100a with all warnings as errors, and
 # fails if any kernel spills registers or has a stack frame (local-memory traffic on the hot path
 # of a gather kernel). Prints one line per kernel and arch: registers, stack, spills. No GPU needed.
 # Usage, from the repo root: scripts/check_cuda.sh
@@ -7,9 +7,12 @@ set -euo pipefail
 
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 NVCC="$CUDA_HOME/bin/nvcc"
-# The flags the torch build passes too (setup.py); keep the two in step.
+# The flags the build passes too (setup.py, torch's cpp_extension); keep them in step: C++20 (torch
+# >= 2.13 compiles extensions as C++20), and torch's COMMON_NVCC_FLAGS.
 BUILD_FLAGS=(
-  -std=c++17 -O3 -I csrc/include
+  -std=c++20 -O3 -I csrc/include
+  -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__
+  -D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr
   -gencode=arch=compute_90a,code=sm_90a
   -gencode=arch=compute_100a,code=sm_100a
 )
@@ -17,10 +20,10 @@ BUILD_FLAGS=(
 # and one thread per arch.
 CHECK_FLAGS=(-Xptxas -v -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror --threads 0)
 
-shopt -s nullglob
-sources=(cuda/*.cu)
+shopt -s globstar nullglob
+sources=(cuda/**/*.cu)  # a family may span a folder: cuda/<family>/*.cu
 if [ ${#sources[@]} -eq 0 ]; then
-  echo "check_cuda: no cuda/*.cu (run from the repo root)" >&2
+  echo "check_cuda: no cuda/**/*.cu (run from the repo root)" >&2
   exit 1
 fi
 
@@ -30,7 +33,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 status=0
 for src in "${sources[@]}"; do
-  name="$(basename "$src" .cu)"
+  name="${src//\//_}"  # unique: cuda/a/x.cu and cuda/b/x.cu
   log="$tmp/$name.log"
   if ! "$NVCC" "${BUILD_FLAGS[@]}" "${CHECK_FLAGS[@]}" -c "$src" -o "$tmp/$name.o" \
       >"$log" 2>&1; then
@@ -58,8 +61,7 @@ for src in "${sources[@]}"; do
              bad ? "FAIL" : "ok", arch, regs, stack, st, ld, name
       n++
     }
-    END { if (n == 0) { print "no kernels found in the ptxas report" > "/dev/stderr"; exit 1 }
-          exit (fails > 0) }
+    END { exit (fails > 0) }
   ' "$log" >"$tmp/$name.summary"; then
     echo "check_cuda: $src has kernels with spills or a stack frame" >&2
     status=1
@@ -69,8 +71,15 @@ for src in "${sources[@]}"; do
     sed -E 's/\(mymetaops::.*//; s/mymetaops::\(anonymous namespace\):://'
 done
 
+# Kernels per arch; none at all means the ptxas report was not understood.
+counts=$(awk '{ print $2 }' /dev/null "$tmp"/*.summary | sort | uniq -c |
+  awk '{ printf "%s%s: %d kernels", sep, $2, $1; sep = ", " }')
+if [ -z "$counts" ]; then
+  echo "check_cuda: no kernels found in the ptxas report" >&2
+  status=1
+fi
 if [ "$status" -ne 0 ]; then
   echo "check_cuda: FAILED" >&2
   exit 1
 fi
-echo "check_cuda: ok"
+echo "check_cuda: ok (${#sources[@]} sources; $counts)"
