@@ -1,6 +1,18 @@
 """Builds mymetaops._C.
 
 CPU kernels always; cuda/ when torch is a CUDA build, hip/ when torch is a ROCm build.
+
+Sources (every folder searched recursively, so a family may span a folder of its own):
+  csrc/**/*.cpp         host code: op registration, CPU kernels, autograd
+  csrc/**/*_gpu.cpp     the GPU glue (launchers' callers; CUDA/HIP headers allowed): built only
+                        with GPU kernels
+  cuda/**/*.cu          CUDA kernels
+  hip/**/*.hip          HIP kernels (hip/shim holds the HIP-on-CUDA headers only)
+Include path: csrc/include (scripts/check_cuda.sh and scripts/check_hip.sh compile with the same).
+
+Install into an environment that already has torch: the extension is compiled against it, so
+without build isolation:
+  pip install --no-build-isolation .       (or -e . for an editable install)
 Environment:
   MYMETAOPS_GPU=auto|0|1        auto: GPU kernels when torch has CUDA/ROCm and its toolkit is found
                                 (else CPU only, said loudly); 0: CPU only; 1: GPU or fail.
@@ -8,13 +20,20 @@ Environment:
   PYTORCH_ROCM_ARCH="gfx942;gfx950"  ROCm targets (torch's own variable).
   MYMETAOPS_HIP_ON_CUDA=1       build hip/ instead of cuda/ through the HIP-on-CUDA shim
                                 (hip/shim), to run the HIP kernels' logic on an NVIDIA GPU.
+  MAX_JOBS                      parallel compiles (torch's ninja build).
 """
 import glob
 import os
 import sys
+import sysconfig
 
-import torch
-from setuptools import find_packages, setup
+from setuptools import setup
+
+try:
+    import torch
+except ImportError:
+    sys.exit("mymetaops: the build needs torch installed first (the extension is compiled against "
+             "it); install torch, then: pip install --no-build-isolation .")
 from torch.utils.cpp_extension import CUDA_HOME, ROCM_HOME, BuildExtension, CppExtension, CUDAExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -28,6 +47,11 @@ def rel(paths):
     return sorted(os.path.relpath(p, ROOT) for p in paths)
 
 
+def sources(folder, pattern):
+    """Every file matching pattern under folder, subfolders included, relative to the root."""
+    return rel(glob.glob(os.path.join(ROOT, folder, "**", pattern), recursive=True))
+
+
 def nvidia_wheel_includes():
     """CUDA torch wheels ship cuBLAS/cuSPARSE headers, which ATen's CUDA headers include."""
     try:
@@ -38,18 +62,21 @@ def nvidia_wheel_includes():
 
 
 def hip_on_cuda_sources():
-    """Wrap each hip/*.hip in a .cu so nvcc compiles it (the shim maps the HIP API to CUDA)."""
-    out_dir = os.path.join(ROOT, "build", "hip_on_cuda")
-    os.makedirs(out_dir, exist_ok=True)
-    sources = []
-    for hip_file in sorted(glob.glob(os.path.join(ROOT, "hip", "*.hip"))):
-        wrapper = os.path.join(out_dir, os.path.basename(hip_file)[: -len(".hip")] + ".cu")
-        text = f'#include "{hip_file}"\n'
+    """Wrap each hip/**/*.hip in a .cu so nvcc compiles it (the shim maps the HIP API to CUDA).
+
+    The wrappers mirror hip/'s folders: hip/a/x.hip and hip/b/x.hip get distinct objects.
+    """
+    wrappers = []
+    for hip_file in sources("hip", "*.hip"):
+        name = os.path.relpath(hip_file, "hip")[: -len(".hip")] + ".cu"
+        wrapper = os.path.join(ROOT, "build", "hip_on_cuda", name)
+        os.makedirs(os.path.dirname(wrapper), exist_ok=True)
+        text = f'#include "{os.path.join(ROOT, hip_file)}"\n'
         if not os.path.exists(wrapper) or open(wrapper).read() != text:
             with open(wrapper, "w") as f:
                 f.write(text)
-        sources.append(wrapper)
-    return rel(sources)
+        wrappers.append(wrapper)
+    return rel(wrappers)
 
 
 def loaded_libstdcxx():
@@ -74,7 +101,7 @@ def loaded_libstdcxx():
 
 
 def extension():
-    cpu_sources = rel(glob.glob(os.path.join(ROOT, "csrc", "**", "*.cpp"), recursive=True))
+    cpu_sources = sources("csrc", "*.cpp")
     gpu_glue = [s for s in cpu_sources if s.endswith("_gpu.cpp")]
     cpu_sources = [s for s in cpu_sources if s not in gpu_glue]
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
@@ -93,9 +120,9 @@ def extension():
 
     if want_gpu and torch.version.hip:
         os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx942;gfx950")
-        sources = cpu_sources + gpu_glue + rel(glob.glob(os.path.join(ROOT, "hip", "*.hip")))
         return CUDAExtension(
-            "mymetaops._C", sources, include_dirs=include_dirs,
+            "mymetaops._C", cpu_sources + gpu_glue + sources("hip", "*.hip"),
+            include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx_flags + ["-DMYMETAOPS_ROCM"],
                                 "nvcc": ["-O3"]}, extra_link_args=link_args)
     if want_gpu and torch.version.cuda:
@@ -105,7 +132,7 @@ def extension():
             kernels = hip_on_cuda_sources()
             include_dirs.append(os.path.join(ROOT, "hip", "shim"))
         else:
-            kernels = rel(glob.glob(os.path.join(ROOT, "cuda", "*.cu")))
+            kernels = sources("cuda", "*.cu")
         return CUDAExtension(
             "mymetaops._C", cpu_sources + gpu_glue + kernels,
             include_dirs=include_dirs + nvidia_wheel_includes(),
@@ -116,12 +143,21 @@ def extension():
                         extra_compile_args={"cxx": cxx_flags}, extra_link_args=link_args)
 
 
-setup(
-    name="mymetaops",
-    version="0.1.0",
-    description="Dual-vendor (CUDA + HIP) PyTorch operators for recommendation-model training",
-    packages=find_packages(include=["mymetaops", "mymetaops.*"]),
-    python_requires=">=3.10",
-    ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-)
+class BuildExt(BuildExtension.with_options(use_ninja=True)):
+    """torch's build_ext; editable installs keep their objects in build/ too.
+
+    setuptools builds an editable install (pip install -e .) in a throwaway folder, so each
+    re-install would recompile everything; in the folder a plain build uses, ninja recompiles only
+    what changed. The extension itself lands next to the sources (setuptools' editable mode), where
+    the editable import finds it.
+    """
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.editable_mode:
+            tag = f"{sysconfig.get_platform()}-{sys.implementation.cache_tag}"
+            self.build_temp = os.path.join(ROOT, "build", f"temp.{tag}")
+
+
+# Metadata and packages: pyproject.toml.
+setup(ext_modules=[extension()], cmdclass={"build_ext": BuildExt})
