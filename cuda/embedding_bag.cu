@@ -491,6 +491,7 @@ struct PlanParams {
   int64_t num_bags;
   int64_t num_offsets;
   int64_t num_rows;
+  int64_t row_split;
   int64_t padding_idx;
   bool mean;
   const void* per_sample_weights;  // nullptr: none
@@ -574,7 +575,9 @@ __global__ void __launch_bounds__(kPlanBlockThreads)
     const bool take = counted && check.in_range(row);
     if (unlikely(counted && !take))
       record_error(p.errors, kOp, ErrorCode::kIndexOutOfRange, i, row, p.num_rows);
-    static_cast<KeyT*>(p.keys)[i] = static_cast<KeyT>(take ? static_cast<int64_t>(row) : p.num_rows);
+    // The row's sub-run: interleaved positions, so each sub-run keeps position order.
+    static_cast<KeyT*>(p.keys)[i] = static_cast<KeyT>(
+        take ? static_cast<int64_t>(row) * p.row_split + (i & (p.row_split - 1)) : p.num_rows * p.row_split);
     p.bags[i] = bag < 0 ? 0 : bag;
     if (p.scales != nullptr) {
       float scale = 0.f;
@@ -647,6 +650,7 @@ LaunchError launch_embedding_bag_backward_plan(const EmbeddingBagBackwardPlanArg
   p.num_bags = args.num_bags;
   p.num_offsets = args.num_offsets;
   p.num_rows = args.num_rows;
+  p.row_split = args.row_split;
   p.padding_idx = args.padding_idx;
   p.mean = args.mode == PoolMode::kMean;
   p.per_sample_weights = args.per_sample_weights;

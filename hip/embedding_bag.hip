@@ -538,6 +538,7 @@ struct PlanParams {
   const I* indices;
   const I* offsets;
   int64_t num_indices, num_bags, num_offsets, num_rows;
+  int64_t row_split;  // a power of two: each row's lookups go to row_split interleaved sub-rows
   int64_t padding_idx;
   bool mean;
   const T* per_sample_weights;  // nullptr: none
@@ -590,7 +591,7 @@ __global__ void __launch_bounds__(kPlanBlockThreads)
     const bool take = counted & (uint64_t(row) < uint64_t(p.num_rows));
     if (__builtin_expect(counted & !take, 0))
       hip_compat::record_error(p.errors, kOp, ErrorCode::kIndexOutOfRange, i, row, p.num_rows);
-    p.keys[i] = K(take ? row : p.num_rows);
+    p.keys[i] = K(take ? row * p.row_split + (i & (p.row_split - 1)) : p.num_rows * p.row_split);
     p.bags[i] = bag < 0 ? 0 : bag;
     if (p.scales != nullptr) {
       float scale = 0.f;
@@ -682,6 +683,7 @@ LaunchError launch_embedding_bag_backward_plan(const EmbeddingBagBackwardPlanArg
                                     a.num_bags,
                                     a.num_offsets,
                                     a.num_rows,
+                                    a.row_split,
                                     a.padding_idx,
                                     mean,
                                     static_cast<const T*>(a.per_sample_weights),

@@ -73,6 +73,11 @@ SORT_BITS_PER_PASS = 8  # [D] CUB onesweep radix sort over all key bits (torch.s
 # passes at a fraction of the copy bandwidth.
 SORT_FIXED_US = 90.0
 SORT_BANDWIDTH_FRACTION = 0.55
+# The weight backward splits a row's run of lookups into interleaved sub-runs past this mean length
+# (csrc/embedding_bag/embedding_bag_gpu.cpp, the same rule): partial sums of at most
+# SPLIT_SCRATCH_BYTES, reduced after. [M] H200: a 3-row table with 655K lookups took 36 ms unsplit.
+RUN_TARGET = 32
+SPLIT_SCRATCH_BYTES = 1 << 26
 # --- the vendor op: torch.nn.functional.embedding_bag (forward only) ----------------------------
 # [M] H200, torch 2.11, uniform random rows, tables of 0.5-5 GB: (10M rows, D128, 65536 bags of 32)
 # fp32 0.613 ms, bf16 0.519 ms; (20M, D64, 131072 x 16) fp16 0.303 ms; (1M, D256, 16384 x 100) fp32
@@ -125,6 +130,18 @@ def describe(p: EmbeddingBagProblem) -> str:
 
 # --- counting: what an op moves, whatever the kernel ---------------------------------------------
 
+def row_split(num_indices: int, num_rows: int, row_bytes: int) -> int:
+    """Sub-runs per row of the weight backward: a power of two (the C++ glue's rule)."""
+    if num_rows == 0 or row_bytes == 0 or num_indices <= num_rows * RUN_TARGET:
+        return 1
+    want = -(-num_indices // (num_rows * RUN_TARGET))
+    cap = SPLIT_SCRATCH_BYTES // (num_rows * row_bytes)
+    split = 1
+    while split < want and split * 2 <= cap:
+        split *= 2
+    return split
+
+
 class Work:
     """One op on one device, counted once; the per-config estimates read it."""
 
@@ -138,14 +155,15 @@ class Work:
         self.glue_us, self.glue = 0.0, ""
         self.random_writes = 0.0  # cache lines written at random places
         if op == BACKWARD:
-            distinct = costs.expected_distinct(p.num_rows, n)
+            self.split = row_split(n, p.num_rows, p.row_bytes)
+            distinct = costs.expected_distinct(p.num_rows * self.split, n)
             self.units, self.active, self.rows = n, distinct, (n / distinct if distinct else 0.0)
             self.hit = costs.hit_fraction(hw, b * p.row_bytes)  # grad_output rows are re-read
             scales = 4 if p.mode == "mean" or p.has_per_sample_weights else 0
             self.step_elem = 8  # sorted bag ids
             stream, written = n * (ib + 8 + scales), distinct * p.row_bytes
             self.random_writes = distinct * -(-p.row_bytes // costs.CACHE_LINE_BYTES)
-            self._glue(n, ib, scales)
+            self._glue(n, scales)
         else:
             self.units, self.active, self.rows = b, b, (n / b if b else 0.0)
             self.hit = costs.hit_fraction(hw, p.num_rows * p.row_bytes)
@@ -173,18 +191,23 @@ class Work:
         self.moved = (f"{gather / 1e6:.0f} MB gathered ({self.hit:.0%} cached) + "
                       f"{(stream + written) / 1e6:.0f} MB streamed")
 
-    def _glue(self, n: int, ib: int, scales: int) -> None:
+    def _glue(self, n: int, scales: int) -> None:
         """torch work of every backend's backward: zero the dense grad, sort the lookups by row."""
         p, hw = self.p, self.hw
         bw = hw.achievable_hbm_tbps * 1e6  # bytes per us
-        zero_bytes = p.num_rows * p.row_bytes
+        sub_rows = p.num_rows * self.split
+        zero_bytes = sub_rows * p.row_bytes
         zero_us = zero_bytes / bw + hw.launch_overhead_us
-        passes = math.ceil(ib * 8 / SORT_BITS_PER_PASS)
+        if self.split > 1:  # partial sums read back, the gradient written
+            zero_us += (zero_bytes + p.num_rows * p.row_bytes) / bw + hw.launch_overhead_us
+        key_bytes = 4 if sub_rows < 2**31 - 2 else 8  # the glue's sort keys
+        passes = math.ceil(key_bytes * 8 / SORT_BITS_PER_PASS)
         # Each pass reads and writes keys + int64 positions; then bags (and scales) are permuted.
-        sort_us = (SORT_FIXED_US + passes * 2 * n * (ib + 8) / (bw * SORT_BANDWIDTH_FRACTION)
+        sort_us = (SORT_FIXED_US + passes * 2 * n * (key_bytes + 8) / (bw * SORT_BANDWIDTH_FRACTION)
                    + n * (16 + 2 * scales) / bw)
         self.glue_us = zero_us + sort_us
-        self.glue = (f"; + glue {self.glue_us:.0f} us (zero-fill {zero_bytes / 1e9:.2f} GB {zero_us:.0f} us, "
+        split = f", rows split in {self.split}" if self.split > 1 else ""
+        self.glue = (f"; + glue {self.glue_us:.0f} us (zero-fill {zero_bytes / 1e9:.2f} GB {zero_us:.0f} us{split}, "
                      f"sort of {n} keys {sort_us:.0f} us)")
 
     def steps(self, per_step: int) -> float:

@@ -192,13 +192,16 @@ def problem_of(table, num_rows, indices, num_bags, mode, has_per_sample_weights)
                            has_per_sample_weights, align_bytes(table)))
 
 
-def backward_plan(indices, offsets, num_rows, mode, per_sample_weights, padding_idx, include_last_offset):
+def backward_plan(indices, offsets, num_rows, mode, per_sample_weights, padding_idx, include_last_offset,
+                  split=1):
     """The weight backward's plan from torch ops, with no host sync: lookups sorted by row, with
     their bag and scale (the native plan kernel computes the same: mymetaops/embedding_bag.h).
 
-    Lookups outside every bag, of padding_idx or of rows outside the table get the key num_rows,
-    so they sort last and the kernels skip them. The stable sort keeps each row's lookups in
-    position order, which makes the summation order (and the result) deterministic.
+    Lookups outside every bag, of padding_idx or of rows outside the table get the key
+    num_rows * split, so they sort last and the kernels skip them. With split > 1 (a power of two)
+    row r's lookups go to the interleaved sub-rows r * split + position % split, which the
+    backward kernel sums separately (see `reduce_split`). The stable sort keeps each (sub-)row's
+    lookups in position order, which makes the summation order (and the result) deterministic.
     """
     n, num_bags = indices.numel(), _num_bags(offsets, include_last_offset)
     starts = offsets[:num_bags].long()
@@ -209,7 +212,8 @@ def backward_plan(indices, offsets, num_rows, mode, per_sample_weights, padding_
         in_bag &= positions < offsets[num_bags].long()
     counted = in_bag & ((indices != padding_idx) | (padding_idx < 0))
     used = counted & (indices >= 0) & (indices < num_rows)
-    keys = torch.where(used, indices, torch.full_like(indices, num_rows))
+    keys = torch.where(used, indices.long() * split + (positions & (split - 1)),
+                       torch.full_like(positions, num_rows * split))
     sorted_rows, order = torch.sort(keys, stable=True)
     bags = bags.clamp_(min=0)
     scales = None
@@ -220,6 +224,13 @@ def backward_plan(indices, offsets, num_rows, mode, per_sample_weights, padding_
         scales = counts.clamp_(min=1).reciprocal_()[bags]
     sorted_scales = None if scales is None else scales[order]
     return sorted_rows, bags[order], sorted_scales
+
+
+def reduce_split(grad_weight, num_rows, split):
+    """The gradient from the backward kernel's [num_rows * split, dim] partial sums."""
+    if split == 1:
+        return grad_weight
+    return grad_weight.view(num_rows, split, -1).sum(1, dtype=torch.float32).to(grad_weight.dtype)
 
 
 # ---- GPU entry points of a build without native kernels ------------------------------------------
@@ -256,9 +267,11 @@ def _backward_without_native(grad_output, indices, offsets, num_rows, mode=0, pe
     grad_output, indices, offsets = grad_output.contiguous(), indices.contiguous(), offsets.contiguous()
     _, config = _decide(BACKWARD, grad_output, num_rows, indices,
                         _num_bags(offsets, include_last_offset), mode, per_sample_weights is not None)
+    split = model.embedding_bag.row_split(indices.numel(), num_rows,
+                                          grad_output.shape[1] * grad_output.element_size())
     plan = backward_plan(indices, offsets, num_rows, mode, per_sample_weights, padding_idx,
-                         include_last_offset)
-    return _run_triton(BACKWARD, config, grad_output, *plan, num_rows)
+                         include_last_offset, split)
+    return reduce_split(_run_triton(BACKWARD, config, grad_output, *plan, num_rows * split), num_rows, split)
 
 
 def _psw_backward_without_native(grad_output, weight, indices, offsets, mode=0, padding_idx=-1,

@@ -61,8 +61,10 @@ def run_triton_interpreter(case, grad_seed):
     out = tri.embedding_bag_forward(weight, indices, offsets, mode, psw, padding_idx, last,
                                     INTERPRETER_CONFIG, record)
     grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(grad_seed)).to(out)
-    plan = eb_ops.backward_plan(indices, offsets, num_rows, mode, psw, padding_idx, last)
-    grad_weight = tri.embedding_bag_backward(grad, *plan, num_rows, INTERPRETER_CONFIG)
+    split = 4 if indices.numel() % 2 else 1  # half the cases: each row's run in 4 sub-runs
+    plan = eb_ops.backward_plan(indices, offsets, num_rows, mode, psw, padding_idx, last, split)
+    grad_weight = eb_ops.reduce_split(
+        tri.embedding_bag_backward(grad, *plan, num_rows * split, INTERPRETER_CONFIG), num_rows, split)
     grad_psw = None
     if psw is not None:
         grad_psw = tri.embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets,

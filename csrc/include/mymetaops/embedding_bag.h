@@ -59,9 +59,14 @@ LaunchError launch_embedding_bag_forward(const EmbeddingBagForwardArgs& args,
 
 // The backward plan: for every position i of indices, the row it adds to (its sort key), its bag
 // and its scale. Deterministic and complete: every position is written once, whatever the offsets.
-//   keys[i]   = indices[i] if i lies in a bag, is not padding and is a row of the table; else
-//               num_rows (sorts last; the backward kernel skips it). key_dtype: kInt32 when
-//               num_rows < 2^31 - 1 (half the radix-sort passes), else kInt64.
+//   keys[i]   = indices[i] * row_split + i % row_split if i lies in a bag, is not padding and is
+//               a row of the table; else num_rows * row_split (sorts last; the backward kernel
+//               skips it). row_split, a power of two (no division), splits each row's run of lookups into row_split
+//               interleaved sub-runs, so that a row looked up very often (a small table) is summed
+//               by row_split groups, not walked by one: the backward kernel then writes a
+//               [num_rows * row_split, dim] table of partial sums, which the caller reduces.
+//               key_dtype: kInt32 when num_rows * row_split < 2^31 - 1 (half the radix-sort
+//               passes), else kInt64.
 //   bags[i]   = the bag holding position i (the last b with clamped offsets[b] <= i; 0 if none)
 //   scales[i] = per_sample_weights[i] (sum with weights), 1 / count(bag) (mean; count = the
 //               bag's non-padding entries, as in the forward), or 0 outside every bag; scales is
@@ -75,6 +80,7 @@ struct EmbeddingBagBackwardPlanArgs {
   int64_t num_bags;
   int64_t num_offsets;
   int64_t num_rows;
+  int64_t row_split;            // a power of two >= 1, see keys above
   int64_t padding_idx;          // -1 for none
   PoolMode mode;
   const void* per_sample_weights;  // [num_indices] in weight_dtype, or nullptr

@@ -176,6 +176,8 @@ inline LaunchError check(const EmbeddingBagPerSampleWeightsBackwardArgs& a,
 
 inline LaunchError check(const EmbeddingBagBackwardPlanArgs& a) {
   if (!is_index(a.index_dtype)) return "embedding_bag_backward: indices must be int32 or int64";
+  if (a.row_split < 1 || (a.row_split & (a.row_split - 1)) != 0)
+    return "embedding_bag_backward: row_split must be a power of two";
   if (!is_index(a.key_dtype)) return "embedding_bag_backward: keys must be int32 or int64";
   if (a.num_rows < 0 || a.num_indices < 0 || a.num_bags < 0)
     return "embedding_bag_backward: negative size";
@@ -220,8 +222,9 @@ struct Grid {
   int lanes_log2;
 };
 
-// For items >= 1 and groups_per_item in [1, 2^30] (check_rows bounds a row's vectors). Grids hold
-// fewer than 2^32 groups, so kernels may number the groups of a grid in 32 bits.
+// For items >= 1 and the groups of one item fitting one grid (CUDA splits a row over at most 2^30
+// threads: check_rows; hip/ uses one group per item). Grids hold fewer than 2^32 groups, so
+// kernels may number the groups of a grid in 32 bits.
 inline Grid grid_for(int64_t items, int64_t groups_per_item, int lanes, int block_threads,
                      const GridLimits& limits) {
   const int64_t groups_per_block = block_threads / lanes;
