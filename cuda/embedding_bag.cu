@@ -519,7 +519,8 @@ __global__ void __launch_bounds__(kPlanBlockThreads)
     bag_bounds<IndexT>(p.offsets, bag, p.num_offsets, p.num_indices, false, p.errors,
                        ErrorOp::kEmbeddingBagBackward, start, end);
     int64_t count = 0;
-    for (int64_t i = start + lane; i < end; i += kWarpSize) count += !check.is_pad(__ldg(indices + i));
+    for (int64_t i = start + lane; i < end; i += kWarpSize)
+      count += !check.is_pad(__ldg(indices + i));
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
       count += __shfl_xor_sync(0xffffffffu, count, offset);
     if (lane == 0) p.bag_scales[bag] = 1.f / static_cast<float>(count > 0 ? count : 1);
@@ -576,14 +577,16 @@ __global__ void __launch_bounds__(kPlanBlockThreads)
     if (unlikely(counted && !take))
       record_error(p.errors, kOp, ErrorCode::kIndexOutOfRange, i, row, p.num_rows);
     // The row's sub-run: interleaved positions, so each sub-run keeps position order.
-    static_cast<KeyT*>(p.keys)[i] = static_cast<KeyT>(
-        take ? static_cast<int64_t>(row) * p.row_split + (i & (p.row_split - 1)) : p.num_rows * p.row_split);
+    static_cast<KeyT*>(p.keys)[i] =
+        static_cast<KeyT>(take ? static_cast<int64_t>(row) * p.row_split + (i & (p.row_split - 1))
+                               : p.num_rows * p.row_split);
     p.bags[i] = bag < 0 ? 0 : bag;
     if (p.scales != nullptr) {
       float scale = 0.f;
       if (in_bag) {
         if (p.per_sample_weights != nullptr) {
-          scale = cuda::Elt<T>::to_float(load_bits(static_cast<const T*>(p.per_sample_weights) + i));
+          const auto* psw = static_cast<const T*>(p.per_sample_weights);
+          scale = cuda::Elt<T>::to_float(load_bits(psw + i));
         } else if (!p.mean) {
           scale = 1.f;
         } else if (p.bag_scales != nullptr) {

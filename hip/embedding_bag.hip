@@ -218,9 +218,8 @@ __device__ inline void record(int64_t* errors, ErrorOp op, const BadValue& bad) 
 
 // Rare path of a group that met a bad entry or index in one of its bags (bag = first, first +
 // items_per_pass, ...): walks them again and records the first problem. Kept out of the bag loops
-// so that nothing it needs is live, or hoisted, across them, and with one exit per loop: each
-// early exit of a divergent loop costs a lane mask. P: the forward's or the per-sample-weights
-// backward's params.
+// so that nothing it needs is live, or hoisted, across them. P: the forward's or the
+// per-sample-weights backward's params.
 template <typename P>
 __device__ inline void record_bag_errors(const P& p, int64_t first, ErrorOp op) {
   BadValue bad = {ErrorCode::kNone, 0, 0, 0};
@@ -584,7 +583,8 @@ __global__ void __launch_bounds__(kPlanBlockThreads)
     if (i >= p.num_indices) continue;
     const int64_t bag = bag_of(p.offsets, p.num_bags, i);
     BagRange r = {0, 0};
-    if (bag >= 0) r = clamped(bag_entries(p.offsets, bag, p.num_offsets, p.num_indices), p.num_indices);
+    if (bag >= 0)
+      r = clamped(bag_entries(p.offsets, bag, p.num_offsets, p.num_indices), p.num_indices);
     const bool in_bag = i < r.end;  // and r.start <= i (bag_of)
     const int64_t row = p.indices[i];
     const bool counted = in_bag & !is_padding(row, p.padding_idx);

@@ -181,9 +181,11 @@ inline LaunchError check(const EmbeddingBagBackwardPlanArgs& a) {
   if (!is_index(a.key_dtype)) return "embedding_bag_backward: keys must be int32 or int64";
   if (a.num_rows < 0 || a.num_indices < 0 || a.num_bags < 0)
     return "embedding_bag_backward: negative size";
-  // The key num_rows marks a lookup to skip, so it must fit too.
-  if (a.key_dtype == DType::kInt32 && a.num_rows > INT32_MAX)
-    return "embedding_bag_backward: int32 keys for a table of 2^31 rows or more";
+  // The key num_rows * row_split marks a lookup to skip, so it must fit too.
+  if (a.num_rows > INT64_MAX / a.row_split)
+    return "embedding_bag_backward: num_rows * row_split does not fit in int64";
+  if (a.key_dtype == DType::kInt32 && a.num_rows * a.row_split > INT32_MAX)
+    return "embedding_bag_backward: int32 keys for num_rows * row_split of 2^31 or more";
   if (LaunchError e = check_offsets_form(a.num_bags, a.num_offsets)) return e;
   if (a.mode != PoolMode::kSum && a.mode != PoolMode::kMean)
     return "embedding_bag_backward: mode must be sum or mean";
