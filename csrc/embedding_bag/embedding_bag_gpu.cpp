@@ -71,14 +71,10 @@ at::Tensor errors_tensor(const at::Device& device) {
   return dispatch::device_error_record_tensor(device);
 }
 
-// ---- forward --------------------------------------------------------------------------------
-
-at::Tensor forward_native(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
-                          int64_t mode, const at::Tensor& psw, int64_t padding_idx, bool last,
-                          const EmbeddingBagConfig& config) {
-  const int64_t num_bags = num_bags_of(offsets, last);
-  at::Tensor out = at::empty({num_bags, weight.size(1)}, weight.options());
-  EmbeddingBagForwardArgs args{};
+// The fields the forward and the per-sample-weights backward args share (same names in both).
+template <typename Args>
+void set_lookup_fields(Args& args, const at::Tensor& weight, const at::Tensor& indices,
+                       const at::Tensor& offsets, int64_t num_bags, int64_t padding_idx) {
   args.weight = weight.const_data_ptr();
   args.weight_dtype = launcher_dtype(weight.scalar_type());
   args.num_rows = weight.size(0);
@@ -90,11 +86,22 @@ at::Tensor forward_native(const at::Tensor& weight, const at::Tensor& indices, c
   args.num_indices = indices.numel();
   args.num_bags = num_bags;
   args.num_offsets = offsets.numel();
-  args.per_sample_weights = psw.defined() ? psw.const_data_ptr() : nullptr;
   args.padding_idx = padding_idx;
+  args.errors = dispatch::device_error_record(weight.device());
+}
+
+// ---- forward --------------------------------------------------------------------------------
+
+at::Tensor forward_native(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+                          int64_t mode, const at::Tensor& psw, int64_t padding_idx, bool last,
+                          const EmbeddingBagConfig& config) {
+  const int64_t num_bags = num_bags_of(offsets, last);
+  at::Tensor out = at::empty({num_bags, weight.size(1)}, weight.options());
+  EmbeddingBagForwardArgs args{};
+  set_lookup_fields(args, weight, indices, offsets, num_bags, padding_idx);
+  args.per_sample_weights = psw.defined() ? psw.const_data_ptr() : nullptr;
   args.mode = mode == kModeMean ? PoolMode::kMean : PoolMode::kSum;
   args.out = out.mutable_data_ptr();
-  args.errors = dispatch::device_error_record(weight.device());
   check_launch(launch_embedding_bag_forward(args, config, current_stream(weight.device())), kForward);
   return out;
 }
@@ -290,20 +297,8 @@ at::Tensor psw_backward_cuda(const at::Tensor& grad_output_in, const at::Tensor&
               ": the model chose a backend it has no kernel for");
   at::Tensor grad = at::zeros({indices.numel()}, weight.options());
   EmbeddingBagPerSampleWeightsBackwardArgs args{};
+  set_lookup_fields(args, weight, indices, offsets, num_bags, padding_idx);
   args.grad_output = grad_output.const_data_ptr();
-  args.weight = weight.const_data_ptr();
-  args.weight_dtype = launcher_dtype(weight.scalar_type());
-  args.num_rows = weight.size(0);
-  args.dim = weight.size(1);
-  args.weight_row_stride = weight.stride(0);
-  args.indices = indices.const_data_ptr();
-  args.offsets = offsets.const_data_ptr();
-  args.index_dtype = launcher_dtype(indices.scalar_type());
-  args.num_indices = indices.numel();
-  args.num_bags = num_bags;
-  args.num_offsets = offsets.numel();
-  args.padding_idx = padding_idx;
-  args.errors = dispatch::device_error_record(device);
   args.grad_per_sample_weights = grad.mutable_data_ptr();
   check_launch(launch_embedding_bag_per_sample_weights_backward(args, native_config(d, kPswBackward),
                                                                 current_stream(device)),
