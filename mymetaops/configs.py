@@ -59,3 +59,70 @@ class TorchEmbeddingBagConfig(VendorConfig):
     """torch's CUDA/HIP embedding_bag kernel (at::_embedding_bag_forward_only)."""
 
     op: ClassVar[str] = "torch.nn.functional.embedding_bag"
+
+
+# --- GEMM family --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NativeGemmConfig:
+    """Mirror of `mymetaops::GemmConfig` (csrc/include/mymetaops/gemm.h): a row of the vendor's
+    kernel table (mymetaops.model.gemm names it) and a split-K factor."""
+
+    kernel: int  # index into the native kernel table
+    split_k: int = 1
+
+    def as_list(self) -> list[int]:
+        return [self.kernel, self.split_k]
+
+    def __str__(self) -> str:
+        from mymetaops.model.gemm_kernels import native_kernel_name  # the table lives with the model
+
+        name = native_kernel_name(self.kernel)
+        return name if self.split_k == 1 else f"{name} splitk{self.split_k}"
+
+
+@dataclass(frozen=True)
+class TritonGemmConfig:
+    """Knobs of the Triton GEMM kernels (mymetaops/triton/gemm.py). persistent=1: a grid of
+    min(tiles, SMs/CUs) programs looping over tiles in grouped order; else one program per tile."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int  # tiles of M walked together (L2 reuse of the N operand)
+    num_warps: int
+    num_stages: int
+    persistent: int = 1
+
+    def __str__(self) -> str:
+        kind = "persistent" if self.persistent else "grid"
+        return (f"{self.block_m}x{self.block_n}x{self.block_k} g{self.group_m} w{self.num_warps} "
+                f"s{self.num_stages} {kind}")
+
+
+@dataclass(frozen=True)
+class TritonQuantizeConfig:
+    """Knobs of the Triton FP8 quantize kernels (mymetaops/triton/quantize_fp8.py): one program
+    per block_rows rows (rowwise) or per block of a grid-stride loop (tensorwise), block_cols
+    columns per step."""
+
+    block_rows: int
+    block_cols: int
+    num_warps: int
+
+    def __str__(self) -> str:
+        return f"R{self.block_rows} C{self.block_cols} w{self.num_warps}"
+
+
+@dataclass(frozen=True)
+class ScaledMmConfig(VendorConfig):
+    """torch._scaled_mm (cuBLASLt / hipBLASLt, or torch's CUTLASS rowwise kernel)."""
+
+    op: ClassVar[str] = "torch._scaled_mm"
+
+
+@dataclass(frozen=True)
+class TorchMmConfig(VendorConfig):
+    """torch.mm / torch.addmm (cuBLAS / hipBLASLt)."""
+
+    op: ClassVar[str] = "torch.mm"
