@@ -66,18 +66,18 @@ class TorchEmbeddingBagConfig(VendorConfig):
 @dataclass(frozen=True)
 class NativeGemmConfig:
     """Mirror of `mymetaops::GemmConfig` (csrc/include/mymetaops/gemm.h): a row of the vendor's
-    kernel table (mymetaops.model.gemm names it) and a split-K factor."""
+    kernel table (mymetaops/model/gemm_kernels.py mirrors it) and a split-K factor. `name` is the
+    row's name, for people; the kernel gets [kernel, split_k]."""
 
-    kernel: int  # index into the native kernel table
+    kernel: int  # index into the native kernel table of the device's vendor
     split_k: int = 1
+    name: str = ""
 
     def as_list(self) -> list[int]:
         return [self.kernel, self.split_k]
 
     def __str__(self) -> str:
-        from mymetaops.model.gemm_kernels import native_kernel_name  # the table lives with the model
-
-        name = native_kernel_name(self.kernel)
+        name = self.name or f"kernel{self.kernel}"
         return name if self.split_k == 1 else f"{name} splitk{self.split_k}"
 
 

@@ -55,7 +55,12 @@ def decide_bucket(op: str, device_index: int, backend: str, problem) -> model.De
 
 
 def config_ints(config) -> list[int]:
-    return [] if config is None else [int(v) for v in dataclasses.astuple(config)]
+    """What the kernel gets: the config's as_list() where it names its ints, else every field."""
+    if config is None:
+        return []
+    if hasattr(config, "as_list"):
+        return [int(v) for v in config.as_list()]
+    return [int(v) for v in dataclasses.astuple(config)]
 
 
 def _on_miss(op: str, key: tuple[int, ...], exact: tuple[int, ...]) -> tuple[int, list[int]]:
