@@ -7,9 +7,13 @@ namespace mymetaops::dispatch {
 void bind(pybind11::module_& m);
 void bind_errors(pybind11::module_& m);
 }  // namespace mymetaops::dispatch
+namespace mymetaops::gemm {
+void bind(pybind11::module_& m);
+}  // namespace mymetaops::gemm
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mymetaops operators";
   mymetaops::dispatch::bind(m);
   mymetaops::dispatch::bind_errors(m);
+  mymetaops::gemm::bind(m);
 }

@@ -37,4 +37,31 @@ TORCH_LIBRARY(mymetaops, m) {
   m.def(
       "_embedding_bag_native(Tensor weight, Tensor indices, Tensor offsets, int mode, "
       "Tensor? per_sample_weights, int padding_idx, bool include_last_offset, int[] config) -> Tensor");
+
+  // ---- GEMM family: FP8 quantization, FP8 GEMM, bf16/fp16 GEMM, the FP8 training layer ---------
+  // fp8_dtype None = the device's format (mymetaops.fp8_dtype: e4m3fnuz on gfx942, else e4m3fn).
+  // x is [..., K]: one scale per row of K (rowwise, shape x.shape[:-1]) or one scalar (tensorwise).
+  m.def(
+      "quantize_fp8_rowwise(Tensor x, Tensor? scale_ub=None, ScalarType? fp8_dtype=None) "
+      "-> (Tensor, Tensor)");
+  m.def("quantize_fp8_tensorwise(Tensor x, ScalarType? fp8_dtype=None) -> (Tensor, Tensor)");
+  // out[M, N] = (xq[M, K] . wq[N, K]^T) * x_scale[:, None] * w_scale[None, :] + bias; scales are
+  // rowwise ([M], [N]) or tensorwise (one element each); out_dtype None = bfloat16.
+  m.def(
+      "fp8_gemm(Tensor xq, Tensor wq, Tensor x_scale, Tensor w_scale, Tensor? bias=None, "
+      "ScalarType? out_dtype=None) -> Tensor");
+  // bf16 / fp16: a[M, K] @ b[K, N] + bias[N] (torch.mm's layout).
+  m.def("gemm(Tensor a, Tensor b, Tensor? bias=None) -> Tensor");
+  // nn.Linear in FP8: x[..., K], weight[N, K] (bf16/fp16), quantized rowwise on the fly.
+  m.def("fp8_linear(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor");
+  m.def("_quantize_fp8_check(Tensor x, Tensor? scale_ub, ScalarType? fp8_dtype) -> ()");
+  m.def(
+      "_fp8_gemm_check(Tensor xq, Tensor wq, Tensor x_scale, Tensor w_scale, Tensor? bias, "
+      "ScalarType? out_dtype) -> ()");
+  m.def("_gemm_check(Tensor a, Tensor b, Tensor? bias) -> ()");
+  // The native kernels with an explicit config [kernel, split_k] (benchmarks time every candidate).
+  m.def(
+      "_fp8_gemm_native(Tensor xq, Tensor wq, Tensor x_scale, Tensor w_scale, Tensor? bias, "
+      "ScalarType? out_dtype, int[] config) -> Tensor");
+  m.def("_gemm_native(Tensor a, Tensor b, Tensor? bias, int[] config) -> Tensor");
 }
