@@ -16,6 +16,12 @@ from mymetaops._backend import BACKENDS, current_backend, use_backend
 _LAZY = {  # attribute: (module, name in it, or None for the module itself)
     "embedding_bag": ("mymetaops.ops.embedding_bag", "embedding_bag"),
     "check_errors": ("mymetaops.ops.errors", "check_errors"),
+    "fp8_dtype": ("mymetaops.ops.gemm", "fp8_dtype"),
+    "quantize_fp8_rowwise": ("mymetaops.ops.gemm", "quantize_fp8_rowwise"),
+    "quantize_fp8_tensorwise": ("mymetaops.ops.gemm", "quantize_fp8_tensorwise"),
+    "fp8_gemm": ("mymetaops.ops.gemm", "fp8_gemm"),
+    "gemm": ("mymetaops.ops.gemm", "gemm"),
+    "fp8_linear": ("mymetaops.ops.gemm", "fp8_linear"),
     "explain": ("mymetaops.explain", "explain"),
     "nn": ("mymetaops.nn", None),
     "ops": ("mymetaops.ops", None),

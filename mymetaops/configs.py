@@ -126,3 +126,15 @@ class TorchMmConfig(VendorConfig):
     """torch.mm / torch.addmm (cuBLAS / hipBLASLt)."""
 
     op: ClassVar[str] = "torch.mm"
+
+
+@dataclass(frozen=True)
+class NativeQuantizeConfig:
+    """The native FP8 quantize kernels (cuda/gemm/quantize_fp8.cu, hip/gemm/quantize_fp8.hip) size
+    their launch themselves: no knobs."""
+
+    def as_list(self) -> list[int]:
+        return []
+
+    def __str__(self) -> str:
+        return "native quantize"

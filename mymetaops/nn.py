@@ -4,8 +4,9 @@ from __future__ import annotations
 import torch
 
 from mymetaops.ops.embedding_bag import embedding_bag as _embedding_bag
+from mymetaops.ops.gemm import fp8_linear as _fp8_linear
 
-__all__ = ["EmbeddingBag"]
+__all__ = ["EmbeddingBag", "Fp8Linear"]
 
 
 class EmbeddingBag(torch.nn.EmbeddingBag):
@@ -47,3 +48,36 @@ class EmbeddingBag(torch.nn.EmbeddingBag):
         return _embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
                               self.scale_grad_by_freq, self.mode, self.sparse, per_sample_weights,
                               self.include_last_offset, self.padding_idx)
+
+
+class Fp8Linear(torch.nn.Linear):
+    """`torch.nn.Linear` whose forward calls `mymetaops.fp8_linear`: the weight stays in its
+    dtype (bf16/fp16 master copy, trained as usual); x and the weight are quantized to FP8 rowwise
+    on every forward, and the input gradient runs in FP8 too (the weight gradient in bf16/fp16).
+
+    A subclass, so the constructor, init, state_dict keys and `isinstance(m, nn.Linear)` are
+    torch's. in_features and out_features must be multiples of 16 (checked here, before
+    allocating); inputs must be in the weight's dtype (bf16 or fp16): `Fp8Linear(..., dtype=
+    torch.bfloat16)` or `.to(torch.bfloat16)`.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
+        if in_features % 16 or out_features % 16:
+            raise ValueError(f"Fp8Linear: in_features and out_features must be multiples of 16, got "
+                             f"{in_features} and {out_features}")
+        super().__init__(in_features, out_features, bias, device, dtype)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "Fp8Linear":
+        """An Fp8Linear sharing `linear`'s parameters (no copy)."""
+        m = cls.__new__(cls)
+        torch.nn.Module.__init__(m)
+        if linear.in_features % 16 or linear.out_features % 16:
+            raise ValueError(f"Fp8Linear: in_features and out_features must be multiples of 16, got "
+                             f"{linear.in_features} and {linear.out_features}")
+        m.in_features, m.out_features = linear.in_features, linear.out_features
+        m.weight, m.bias = linear.weight, linear.bias
+        return m
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return _fp8_linear(input, self.weight, self.bias)

@@ -25,14 +25,18 @@ constexpr const char* kGemm = "gemm";
 constexpr const char* kQuantizeRowwise = "quantize_fp8_rowwise";
 constexpr const char* kQuantizeTensorwise = "quantize_fp8_tensorwise";
 
-// Bucketing of a GEMM size (mymetaops/model/gemm.py: gemm_size_bucket, the same rounding):
-// exact to a multiple of 64 up to 16384 (tile counts, hence wave quantization, stay exact for
-// 64-multiples of tiles), then 1/16 octave (4%: wave quantization fades with many tiles).
+// Bucketing of a GEMM size (mymetaops/model/gemm.py: size_bucket, the same rounding): to a
+// multiple of 16 up to 256 (small-M tiles are 16-64 rows), of 64 up to 16384 (tile counts, hence
+// wave quantization, stay exact for tiles of 64 rows or more), then 1/16 octave (4%: with
+// hundreds of tiles wave quantization fades).
+constexpr int64_t kSmallLimit = 256;
+constexpr int64_t kSmallStep = 16;
 constexpr int64_t kFineLimit = 16384;
 constexpr int64_t kFineStep = 64;
 constexpr int kCoarseSteps = 16;
 
 int64_t size_bucket(int64_t x) {
+  if (x <= kSmallLimit) return (x + kSmallStep - 1) / kSmallStep * kSmallStep;
   if (x <= kFineLimit) return (x + kFineStep - 1) / kFineStep * kFineStep;
   return kFineLimit + dispatch::log2_bucket(static_cast<double>(x), kCoarseSteps);
 }

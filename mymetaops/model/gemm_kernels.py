@@ -1,0 +1,80 @@
+"""The GEMM candidates the model knows: the native kernel tables of cuda/gemm and hip/gemm (mirrors
+of `native_gemm_kernels()`, checked against the build in tests/gemm), the Triton configs, and the
+per-kernel constants the cost model (mymetaops/model/gemm.py) turns counts into time with.
+
+Tags: [M] fitted to this project's H200 measurements (bench/gemm/calibrate.py refreshes them from
+a bench run); [A] assumed (AMD: no device here; new rows before their first measurement).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mymetaops.configs import TritonGemmConfig
+
+# gemm.h's GemmInput / GemmSchedule codes.
+INPUT_NAMES = {0: "fp8", 1: "bf16", 2: "fp16"}
+SCHEDULE_NAMES = {0: "data_parallel", 1: "persistent", 2: "stream_k"}
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One row of a vendor's native table (gemm.h GemmKernelInfo) and the arch it runs on."""
+
+    name: str
+    input: str  # "fp8" | "bf16" | "fp16"
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    cluster_m: int
+    cluster_n: int
+    schedule: str  # "data_parallel" | "persistent" | "stream_k"
+    stages: int
+    max_split_k: int
+    warps: int
+    b_k_major_only: bool
+    arch: str  # "sm_90a", "gfx942", "gfx950": the arch whose devices run it
+
+    def as_native_tuple(self) -> tuple:
+        """The row as mymetaops._C._native_gemm_kernels() returns it."""
+        inputs = {v: k for k, v in INPUT_NAMES.items()}
+        schedules = {v: k for k, v in SCHEDULE_NAMES.items()}
+        return (self.name, inputs[self.input], self.tile_m, self.tile_n, self.tile_k, self.cluster_m,
+                self.cluster_n, schedules[self.schedule], self.stages, self.max_split_k, self.warps,
+                int(self.b_k_major_only))
+
+
+def _rows(arch: str, *rows: tuple) -> tuple[KernelRow, ...]:
+    return tuple(KernelRow(*row, arch=arch) for row in rows)
+
+
+# Filled from cuda/gemm's table (same order: the index is the kernel id).
+CUDA_KERNELS: tuple[KernelRow, ...] = ()
+# Filled from hip/gemm's table; each row runs on the arch it names.
+HIP_KERNELS: tuple[KernelRow, ...] = ()
+
+
+def native_table(vendor: str) -> tuple[KernelRow, ...]:
+    return CUDA_KERNELS if vendor == "nvidia" else HIP_KERNELS
+
+
+def native_kernel_name(vendor: str, index: int) -> str:
+    return native_table(vendor)[index].name
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    """What a kernel sustains: the share of the chip's datasheet matrix rate its mainloop reaches
+    on a full tile, and the time per tile its mainloop does not hide (pipeline fill, epilogue)."""
+
+    mma_efficiency: float
+    tile_overhead_us: float
+    tag: str = "[A]"
+
+
+# Native kernels by name; a row without an entry gets DEFAULT_NATIVE_COST.
+NATIVE_COST: dict[str, KernelCost] = {}
+DEFAULT_NATIVE_COST = {"nvidia": KernelCost(0.62, 0.8), "amd": KernelCost(0.50, 1.0)}  # [A]
+TRITON_COST = {"nvidia": KernelCost(0.55, 1.0), "amd": KernelCost(0.45, 1.2)}  # [A]
+
+# Triton configs by (vendor, input kind): (block_m, block_n, block_k, group_m, warps, stages, persistent).
+TRITON_CONFIGS: dict[tuple[str, str], tuple[TritonGemmConfig, ...]] = {}
