@@ -1,7 +1,14 @@
 #!/usr/bin/env python
-"""Cross-compile the Triton embedding_bag kernels for MI300 (gfx942), MI355 (gfx950) and H100/H200
-(sm_90) without a GPU, and fail if one does not compile, or if an AMD kernel spills (scratch) or
-needs more LDS than the chip has.
+"""Cross-compile the Triton kernels (embedding_bag, the GEMM family: fp8_gemm, gemm, FP8 quantize) for
+MI300 (gfx942), MI355 (gfx950) and H100/H200 (sm_90) without a GPU, and fail if one does not compile,
+or if an AMD kernel spills (scratch) or needs more LDS than the chip has.
+
+GEMM kernels are compiled with each suggested config of their vendor (mymetaops/triton/gemm.py:
+*_CONFIGS_AMD for gfx942/gfx950, *_CONFIGS_NVIDIA for sm_90) and must also contain matrix
+instructions: MFMA of the operand type on AMD (fp8: `v_mfma_*fp8*` / `*f8f6f4`; bf16/fp16), and on
+sm_90 wgmma (or mma.sync for tiles too small for a warpgroup); there the stack frame and local
+memory (spills) must be 0 and shared memory within 227 KB. `--only gemm` / `--arch gfx942` narrow
+the run (tests/gemm/test_triton_targets.py uses them).
 
 Prints one line per kernel/config/target: registers, spills/scratch and shared memory (LDS).
 CUDA registers, stack frame (spills land there) and local memory come from `cuobjdump -res-usage`
@@ -12,6 +19,7 @@ argument index): checked on Triton 3.6 and 3.8.
 """
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -24,12 +32,15 @@ from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package: importing it builds nothing
 from mymetaops.triton import embedding_bag as kernels  # noqa: E402
+from mymetaops.triton import gemm as gemm_kernels  # noqa: E402
+from mymetaops.triton import quantize_fp8 as quantize_kernels  # noqa: E402
 
 TARGETS = {  # name: (target, LDS budget in bytes or None)
     "gfx942": (GPUTarget("hip", "gfx942", 64), 64 * 1024),
     "gfx950": (GPUTarget("hip", "gfx950", 64), 160 * 1024),
-    "sm90": (GPUTarget("cuda", 90, 32), None),
+    "sm90": (GPUTarget("cuda", 90, 32), 232448),  # 227 KB: the most one block may opt into
 }
+AMD, NVIDIA = ("gfx942", "gfx950"), ("sm90",)
 POINTER_TYPES = {"fp32": "*fp32", "fp16": "*fp16", "bf16": "*bf16", "i32": "*i32", "i64": "*i64"}
 # (block_l, block_d, num_warps): the small end, the shapes that ran fastest on an H200 for
 # D = 64..256 (one warp, 16-32 rows in flight), multi-warp ones, and the largest valid tiles
@@ -113,39 +124,165 @@ def _cuda_usage(cubin: bytes) -> dict[str, int] | None:
     return {k.lower(): int(v) for k, v in usage.items()}
 
 
-def main() -> int:
+# --------------------------------------------------------------------------- GEMM family
+
+# The FP8 pointer type of each target: gfx942's MFMA takes e4m3fnuz, gfx950 and Hopper e4m3fn.
+FP8_TYPE = {"gfx942": "fp8e4b8", "gfx950": "fp8e4nv", "sm90": "fp8e4nv"}
+MFMA = {"fp8": r"v_mfma_\w*(fp8|f8f6f4)", "bf16": r"v_mfma_\w*bf16", "fp16": r"v_mfma_\w*_f16"}
+GEMM_SCALARS = ("M", "N", "K", "stride_om", "num_programs")
+
+
+def _gemm_source(fn, types: dict[str, str], constexprs: dict) -> ASTSource:
+    """Pointers, K and the row strides get the 16-divisibility of aligned operands (FP8 rows are
+    16-byte aligned by contract); M and N do not."""
+    names = fn.arg_names
+    signature = {n: types.get(n, "constexpr") for n in names}
+    aligned = [n for n, t in types.items() if t.startswith("*") or n == "K" or n.startswith("stride")]
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    return ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def _gemm_cases():
+    """(label, ASTSource, options, targets, required ISA pattern per backend or None)."""
+    for vendor, targets, fp8_configs, bf16_configs in (
+            ("AMD", AMD, gemm_kernels.FP8_CONFIGS_AMD, gemm_kernels.BF16_CONFIGS_AMD),
+            ("NVIDIA", NVIDIA, gemm_kernels.FP8_CONFIGS_NVIDIA, gemm_kernels.BF16_CONFIGS_NVIDIA)):
+        for i, c in enumerate(fp8_configs):
+            options = {"num_warps": c.num_warps, "num_stages": c.num_stages}
+            blocks = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m}
+            # Rowwise + bias + masked K for every config; tensorwise, no bias, fp32 out, even K for one.
+            variants = [(True, True, False, "bf16")] + ([(False, False, True, "fp32")] if i == 0 else [])
+            paths = [False, True] if vendor == "NVIDIA" else [False]  # TMA: Hopper only
+            for tname in targets:
+                f8 = FP8_TYPE[tname]
+                for rowwise, bias, even_k, out in variants:
+                    for tma in paths:
+                        x = f"tensordesc<{f8}[{c.block_m}, {c.block_k}]>" if tma else f"*{f8}"
+                        w = f"tensordesc<{f8}[{c.block_n}, {c.block_k}]>" if tma else f"*{f8}"
+                        types = {"x": x, "w": w, "x_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "out_ptr": f"*{out}",
+                                 "stride_xm": "i32", "stride_wn": "i32", **{n: "i32" for n in GEMM_SCALARS}}
+                        constexprs = {"X_ROWWISE": rowwise, "W_ROWWISE": rowwise, "HAS_BIAS": bias, "USE_TMA": tma,
+                                      "EVEN_K": even_k, **blocks}
+                        if bias:
+                            types["bias_ptr"] = f"*{out}"
+                        else:
+                            constexprs["bias_ptr"] = None
+                        label = (f"fp8_gemm({'rowwise' if rowwise else 'tensorwise'}{'+bias' if bias else ''}"
+                                 f"{'' if even_k else ' maskedK'} {out}{' tma' if tma else ''}) {c}")
+                        yield (label, _gemm_source(gemm_kernels._fp8_gemm_kernel, types, constexprs), options,
+                               (tname,), {"hip": MFMA["fp8"], "cuda": r"wgmma\.mma_async\S*e4m3|mma\.sync\S*e4m3"})
+        for i, c in enumerate(bf16_configs):
+            options = {"num_warps": c.num_warps, "num_stages": c.num_stages}
+            blocks = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m}
+            # b as torch.mm's [K, N] (N contiguous) and as nn.Linear's w[N, K].t() (K contiguous);
+            # the JIT specializes strides of 1 to constants, as here.
+            for dtype in ("bf16", "fp16") if i < 2 else ("bf16",):
+                for layout, unit in (("b[K,N]", {"stride_ak": 1, "stride_bn": 1}),
+                                     ("w[N,K].t()", {"stride_ak": 1, "stride_bk": 1})):
+                    strides = {n: "i32" for n in ("stride_am", "stride_ak", "stride_bk", "stride_bn") if n not in unit}
+                    types = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "bias_ptr": f"*{dtype}",
+                             "out_ptr": f"*{dtype}", **strides, **{n: "i32" for n in GEMM_SCALARS}}
+                    constexprs = {**unit, "HAS_BIAS": True, "EVEN_K": False, **blocks}
+                    yield (f"gemm({dtype} {layout}+bias maskedK) {c}", _gemm_source(gemm_kernels._gemm_kernel, types,
+                                                                                     constexprs),
+                           options, targets, {"hip": MFMA[dtype], "cuda": r"wgmma\.mma_async|mma\.sync"})
+    # Quantize: memory-bound, no matrix instructions; every target.
+    for block_rows, block_cols, num_warps in ((1, 1024, 4), (4, 512, 4), (16, 256, 8)):
+        blocks = {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols}
+        options = {"num_warps": num_warps}
+        tag = f"R{block_rows} C{block_cols} w{num_warps}"
+        for tname in TARGETS:
+            f8 = FP8_TYPE[tname]
+            fmt = {"FP8_MAX": 240.0 if f8 == "fp8e4b8" else 448.0, "NO_NEG_ZERO": f8 == "fp8e4b8",
+                   "SOFTWARE_CVT": False}
+            for x in ("bf16", "fp32"):
+                sizes = {n: "i32" for n in ("rows", "cols", "stride_x", "stride_xq")}
+                yield (f"quantize_rowwise({x}+ub -> {f8}) {tag}", _gemm_source(
+                    quantize_kernels._rowwise_kernel,
+                    {"x_ptr": f"*{x}", "xq_ptr": f"*{f8}", "scale_ptr": "*fp32", "scale_ub_ptr": "*fp32", **sizes},
+                    {"HAS_UB": True, **fmt, **blocks}), options, (tname,), None)
+                tiles = {"num_tiles": "i32", "num_programs": "i32"}
+                yield (f"quantize_amax({x}) {tag}", _gemm_source(
+                    quantize_kernels._amax_kernel,
+                    {"x_ptr": f"*{x}", "amax_bits_ptr": "*i32", "rows": "i32", "cols": "i32", "stride_x": "i32",
+                     **tiles}, blocks), options, (tname,), None)
+                yield (f"quantize_tensorwise({x} -> {f8}) {tag}", _gemm_source(
+                    quantize_kernels._tensorwise_kernel,
+                    {"x_ptr": f"*{x}", "xq_ptr": f"*{f8}", "scale_ptr": "*fp32", "amax_bits_ptr": "*i32", **sizes,
+                     **tiles}, {**fmt, **blocks}), options, (tname,), None)
+
+
+def _embedding_bag_cases():
+    for label, src, num_warps in _cases():
+        yield label, src, {"num_warps": num_warps}, tuple(TARGETS), None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("embedding_bag", "gemm"), help="one family's kernels")
+    parser.add_argument("--arch", action="append", choices=tuple(TARGETS), help="targets (default: all)")
+    args = parser.parse_args(argv)
+    archs = set(args.arch or TARGETS)
+    families = {"embedding_bag": _embedding_bag_cases, "gemm": _gemm_cases}
     failures = 0
     print(f"triton {triton.__version__}")
-    for label, src, num_warps in _cases():
-        for tname, (target, lds_budget) in TARGETS.items():
-            try:
-                compiled = triton.compile(src, target=target, options={"num_warps": num_warps})
-            except Exception as e:  # noqa: BLE001 - any compiler error is a failed check
-                failures += 1
-                print(f"FAIL {tname:6} {label}: compile error: {str(e).splitlines()[0] if str(e) else type(e)}")
-                continue
-            problems = []
-            if target.backend == "hip":
-                u = _amd_usage(compiled.asm["amdgcn"])
-                # Triton allocates its shared memory dynamically: only metadata.shared counts it.
-                lds = u["lds"] + compiled.metadata.shared
-                # SGPR spills go to VGPR lanes (no memory): reported, not failed.
-                if u["scratch"] or u["vgpr_spills"]:
-                    problems.append(f"scratch {u['scratch']} B, {u['vgpr_spills']} VGPR spills")
-                if lds > lds_budget:
-                    problems.append(f"LDS {lds} > {lds_budget}")
-                usage = (f"vgpr {u['vgpr']:3} agpr {u['agpr']:3} sgpr {u['sgpr']:3} "
-                         f"scratch {u['scratch']:4} spills v{u['vgpr_spills']}/s{u['sgpr_spills']} lds {lds:6}")
-            else:
-                u = _cuda_usage(compiled.asm["cubin"])
-                usage = ("regs n/a (no cuobjdump)" if u is None else
-                         f"regs {u.get('reg', 0):3} stack {u.get('stack', 0):4} local {u.get('local', 0):4}")
-                usage += f" smem {compiled.metadata.shared:6}"
-            failures += bool(problems)
-            print(f"{'FAIL' if problems else 'ok  '} {tname:6} {label}  {usage}"
-                  + (f"  <- {', '.join(problems)}" if problems else ""))
+    for family, cases in families.items():
+        if args.only and family != args.only:
+            continue
+        for label, src, options, targets, isa in cases():
+            for tname in targets:
+                if tname not in archs:
+                    continue
+                failures += _check(tname, label, src, options, isa)
     print(f"{failures} failure(s)")
     return 1 if failures else 0
+
+
+def _check(tname, label, src, options, isa) -> int:
+    """Compile one case for one target, print its line; 1 if it failed a check."""
+    target, lds_budget = TARGETS[tname]
+    try:
+        compiled = triton.compile(src, target=target, options=options)
+    except Exception as e:  # noqa: BLE001 - any compiler error is a failed check
+        print(f"FAIL {tname:6} {label}: compile error: {str(e).splitlines()[0] if str(e) else type(e)}")
+        return 1
+    problems = []
+    matrix = ""
+    if target.backend == "hip":
+        asm = compiled.asm["amdgcn"]
+        u = _amd_usage(asm)
+        # Triton allocates its shared memory dynamically: only metadata.shared counts it.
+        lds = u["lds"] + compiled.metadata.shared
+        # SGPR spills go to VGPR lanes (no memory): reported, not failed.
+        if u["scratch"] or u["vgpr_spills"]:
+            problems.append(f"scratch {u['scratch']} B, {u['vgpr_spills']} VGPR spills")
+        if lds > lds_budget:
+            problems.append(f"LDS {lds} > {lds_budget}")
+        usage = (f"vgpr {u['vgpr']:3} agpr {u['agpr']:3} sgpr {u['sgpr']:3} "
+                 f"scratch {u['scratch']:4} spills v{u['vgpr_spills']}/s{u['sgpr_spills']} lds {lds:6}")
+        if isa is not None:
+            found = sorted(set(m.group(0) for m in re.finditer(isa["hip"] + r"\w*", asm)))
+            matrix = " " + (",".join(found) if found else "NO MFMA")
+            if not found:
+                problems.append("no MFMA instruction")
+    else:
+        u = _cuda_usage(compiled.asm["cubin"])
+        usage = ("regs n/a (no cuobjdump)" if u is None else
+                 f"regs {u.get('reg', 0):3} stack {u.get('stack', 0):4} local {u.get('local', 0):4}")
+        usage += f" smem {compiled.metadata.shared:6}"
+        if isa is not None:  # the GEMMs: spills and shared memory are checked too
+            ptx = compiled.asm["ptx"]
+            kinds = [k for k, pat in (("wgmma", r"wgmma\.mma_async"), ("mma.sync", r"mma\.sync")) if re.search(pat, ptx)]
+            matrix = " " + ("+".join(kinds) if kinds else "NO MMA")
+            if not re.search(isa["cuda"], ptx):
+                problems.append("no wgmma/mma of the operand type")
+            if u is not None and (u.get("stack", 0) or u.get("local", 0)):
+                problems.append("local memory / stack (spills)")
+            if compiled.metadata.shared > lds_budget:
+                problems.append(f"smem {compiled.metadata.shared} > {lds_budget}")
+    print(f"{'FAIL' if problems else 'ok  '} {tname:6} {label}  {usage}{matrix}"
+          + (f"  <- {', '.join(problems)}" if problems else ""))
+    return int(bool(problems))
 
 
 if __name__ == "__main__":
