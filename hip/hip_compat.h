@@ -9,7 +9,9 @@
 
 #include <hip/hip_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "mymetaops/errors.h"
 
@@ -252,6 +254,157 @@ __device__ inline void record_error(int64_t* errors, ErrorOp op, ErrorCode code,
   fence_system();
   store_system(errors + kErrCode, static_cast<int64_t>(code));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The GEMM family's arch differences (hip/gemm/).
+
+// The CDNA generation a pass compiles for. Kernels written for one generation wrap their body in
+// `if constexpr (Tile::kArch == kDeviceCdna)`: the gfx942 pass then holds only the gfx942
+// bodies, the gfx950 pass only the gfx950 ones; the other kernels (and every kernel in the host
+// pass, on gfx90a and through the shim) are a trap that is never launched.
+enum class Cdna : int32_t { kNone = 0, kGfx942 = 942, kGfx950 = 950 };
+#if defined(__gfx942__)
+constexpr Cdna kDeviceCdna = Cdna::kGfx942;
+#elif defined(__gfx950__)
+constexpr Cdna kDeviceCdna = Cdna::kGfx950;
+#else
+constexpr Cdna kDeviceCdna = Cdna::kNone;
+#endif
+
+// LDS one workgroup may allocate: 64 KB on CDNA3 (gfx942), 160 KB on CDNA4 (gfx950).
+constexpr int lds_budget_bytes(Cdna arch) { return arch == Cdna::kGfx950 ? 163840 : 65536; }
+
+// The FP8 format each generation's MFMA reads: gfx942 has e4m3fnuz (max 240, one NaN 0x80, no
+// -0, exponent bias 8), gfx950 the OCP e4m3fn of NVIDIA (max 448, bias 7).
+constexpr bool fp8_is_fnuz(Cdna arch) { return arch == Cdna::kGfx942; }
+constexpr const char* cdna_name(Cdna arch) {
+  return arch == Cdna::kGfx942 ? "gfx942" : arch == Cdna::kGfx950 ? "gfx950" : "none";
+}
+
+// The generation of the calling thread's current device, from hipDeviceProp_t.gcnArchName
+// ("gfx942:sramecc+:xnack-"), asked once per device and cached (a race only repeats the query).
+// Through the shim (NVIDIA): kNone.
+inline Cdna current_device_cdna() {
+#if defined(__HIP_PLATFORM_AMD__)
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int32_t> cache[kMaxDevices] = {};  // 0: not asked yet, else Cdna + 1
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess || device < 0 || device >= kMaxDevices) {
+    (void)hipGetLastError();
+    return Cdna::kNone;
+  }
+  int32_t known = cache[device].load(std::memory_order_relaxed);
+  if (known == 0) {
+    Cdna arch = Cdna::kNone;
+    hipDeviceProp_t prop;
+    if (hipGetDeviceProperties(&prop, device) == hipSuccess) {
+      const auto is = [&](const char* name) {
+        const size_t n = std::strlen(name);
+        return std::strncmp(prop.gcnArchName, name, n) == 0 &&
+               (prop.gcnArchName[n] == '\0' || prop.gcnArchName[n] == ':');
+      };
+      arch = is("gfx942") ? Cdna::kGfx942 : is("gfx950") ? Cdna::kGfx950 : Cdna::kNone;
+    } else {
+      (void)hipGetLastError();
+    }
+    known = static_cast<int32_t>(arch) + 1;
+    cache[device].store(known, std::memory_order_relaxed);
+  }
+  return static_cast<Cdna>(known - 1);
+#else
+  return Cdna::kNone;
+#endif
+}
+
+// A kernel body that must never run (another generation's kernel): stops the wave loudly.
+__device__ inline void trap() {
+#if defined(__HIP_PLATFORM_AMD__)
+  __builtin_trap();
+#else
+  __trap();
+#endif
+}
+
+// Workgroup barrier that also orders LDS accesses. HIP 5.2's __syncthreads() calls the device
+// library's __atomic_work_item_fence (not linked here): the compiler's own fences and barrier.
+#if defined(__HIP_PLATFORM_AMD__)
+__device__ inline void block_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+#else
+__device__ inline void block_sync() { __syncthreads(); }
+#endif
+
+// Register vectors the MFMA builtins take: 16 fp32 accumulators of a 32x32 output block, and
+// 8 x 32-bit words of operand bytes. The shim has plain structs with the same indexing.
+#if defined(__HIP_PLATFORM_AMD__)
+using F32x16 = float __attribute__((ext_vector_type(16)));
+using I32x8 = int32_t __attribute__((ext_vector_type(8)));
+using U32x4 = uint32_t __attribute__((ext_vector_type(4)));
+#else
+template <typename T, int N>
+struct RegVec {
+  T v[N];
+  __host__ __device__ T& operator[](int i) { return v[i]; }
+  __host__ __device__ const T& operator[](int i) const { return v[i]; }
+};
+using F32x16 = RegVec<float, 16>;
+using I32x8 = RegVec<int32_t, 8>;
+using U32x4 = RegVec<uint32_t, 4>;
+#endif
+
+// The FP8 x FP8 -> fp32 MFMA of each generation, on a 32x32 output block (F32x16; lane l holds
+// column l % 32 and rows 8 * (i / 4) + 4 * (l / 32) + i % 4 of element i). Lane l gives row l % 32
+// of A and column l % 32 of B, kLaneBytes fp8 bytes each, taken from words[0 .. kLaneBytes / 4):
+// the instruction pairs byte j of lane l's A with byte j of lane l's B (over both lane halves),
+// so any assignment of k to (lane half, byte) works as long as A and B use the same one.
+//  * gfx942: v_mfma_f32_32x32x16_fp8_fp8, K = 16, 8 bytes (a long) per lane, e4m3fnuz.
+//  * gfx950: v_mfma_f32_32x32x64_f8f6f4, K = 64, 32 bytes (8 ints) per lane, cbsz = blgp = 0
+//    (both operands OCP fp8 e4m3). The builtin is the block-scaled one; with both scales 0 the
+//    backend selects the unscaled instruction (as composable_kernel relies on), i.e. no scaling.
+// Another arch's pass (and the shim) compiles the call to a trap: the kernels keep it out of
+// their bodies there anyway.
+template <Cdna kArch>
+struct Fp8Mfma;
+template <>
+struct Fp8Mfma<Cdna::kGfx942> {
+  static constexpr int kK = 16;
+  static constexpr int kLaneBytes = 8;
+  __device__ static F32x16 run(const uint32_t* words, const uint32_t* b_words, F32x16 acc) {
+#if defined(__gfx942__)
+    const long a = static_cast<long>((uint64_t(words[1]) << 32) | words[0]);
+    const long b = static_cast<long>((uint64_t(b_words[1]) << 32) | b_words[0]);
+    return __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8(a, b, acc, 0, 0, 0);
+#else
+    (void)words, (void)b_words;
+    trap();
+    return acc;
+#endif
+  }
+};
+template <>
+struct Fp8Mfma<Cdna::kGfx950> {
+  static constexpr int kK = 64;
+  static constexpr int kLaneBytes = 32;
+  __device__ static F32x16 run(const uint32_t* words, const uint32_t* b_words, F32x16 acc) {
+#if defined(__gfx950__)
+    I32x8 a, b;
+    for (int i = 0; i < 8; ++i) a[i] = static_cast<int32_t>(words[i]);
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<int32_t>(b_words[i]);
+    return __builtin_amdgcn_mfma_scale_f32_32x32x64_f8f6f4(a, b, acc, 0, 0, 0, 0, 0, 0);
+#else
+    (void)words, (void)b_words;
+    trap();
+    return acc;
+#endif
+  }
+};
+
+// 16-byte LDS access (ds_read_b128 / ds_write_b128) and 16-byte global load.
+__device__ inline U32x4 load16(const void* p) { return *static_cast<const U32x4*>(p); }
+__device__ inline void store16(void* p, U32x4 v) { *static_cast<U32x4*>(p) = v; }
 
 // Launchers check after every launch; nullptr means success.
 inline const char* launch_error() {

@@ -13,7 +13,9 @@
 #       - static LDS over the arch's budget per workgroup (ARCHS);
 #       - AGPRs in a kernel without MFMA (v_mfma*, v_smfmac*): there they only hold spills. MFMA
 #         kernels keep their accumulators in AGPRs, which is normal;
-#       - the load-depth rule, for the kernel families that opt in (LOAD_DEPTH_RULES).
+#       - the load-depth rule, for the kernel families that opt in (LOAD_DEPTH_RULES);
+#       - a kernel of a REQUIRED_MFMA row without that row's MFMA instruction on that arch, and a
+#         row that matches no kernel of its arch at all (the kernel was renamed or lost).
 #     SGPR spills go to VGPR lanes (v_writelane, no memory traffic): reported, not fatal. Only the
 #     targets' findings fail the check; the other archs' are printed for information.
 #  3. nvcc compiles every source through the HIP-on-CUDA shim (hip/shim), -Werror, which is how
@@ -66,6 +68,19 @@ ARCHS=(
 LOAD_DEPTH_RULES=(
   # embedding_bag_{forward,backward,per_sample_weights_backward}_kernel<T, I, kVecBytes, kUnroll>
   "embedding_bag_(forward|backward|per_sample_weights_backward)_kernel   3    4"
+)
+
+# The MFMA a kernel family must contain, per arch: a kernel whose demangled name matches KERNEL
+# (an ERE) in ARCH's device pass must have an instruction whose mnemonic matches INSTRUCTION (an
+# ERE, whole mnemonic), and every row must match at least one kernel of its arch (all sources
+# together). For the FP8 GEMM the instruction is also the proof that the pass compiled the arch's
+# FP8 format: gfx942's fp8 MFMA reads e4m3fnuz, gfx950's f8f6f4 (cbsz = blgp = 0) OCP e4m3fn.
+# A kernel of the other arch (its Tile says which) is a trap in this pass and matches no row.
+#   ARCH    KERNEL                                  INSTRUCTION
+REQUIRED_MFMA=(
+  # hip/gemm/fp8_gemm.hip: fp8_gemm_kernel<Gfx942Fp8Tile<BM, BN, WM, WN>, Out, kPartial>
+  "gfx942   fp8_gemm_kernel<.*Gfx942Fp8Tile<     v_mfma_f32_32x32x16_fp8_fp8"
+  "gfx950   fp8_gemm_kernel<.*Gfx950Fp8Tile<     v_mfma_(scale_)?f32_32x32x64_f8f6f4"
 )
 
 WARNINGS=(-Wall -Wextra -Werror)
@@ -125,13 +140,19 @@ if ! command -v "$NVCC" >/dev/null; then
 fi
 
 # ISA audit of one arch's device assembly ($4), its functions' names demangled in $5
-# ("mangled<TAB>demangled" lines): prints the table, the findings on stderr, and exits 1 on a
+# ("mangled<TAB>demangled" lines): prints the table, the findings on stderr, writes to $6 how
+# many kernels each REQUIRED_MFMA row of this arch matched ("row count" lines), and exits 1 on a
 # target's finding.
 audit() {
-  local arch=$1 lds_budget=$2 target=$3 asm=$4 names=$5 rules
+  local arch=$1 lds_budget=$2 target=$3 asm=$4 names=$5 matched=$6 rules required
   rules=$(printf '%s\n' "${LOAD_DEPTH_RULES[@]}")
-  awk -v arch="$arch" -v target="$target" -v lds_budget="$lds_budget" -v rules="$rules" '
-    BEGIN { nrules = split(rules, rule_lines, "\n") }
+  required=$(printf '%s\n' "${REQUIRED_MFMA[@]}")
+  awk -v arch="$arch" -v target="$target" -v lds_budget="$lds_budget" -v rules="$rules" \
+      -v required="$required" -v matched_file="$matched" '
+    BEGIN {
+      nrules = split(rules, rule_lines, "\n")
+      nrequired = split(required, required_lines, "\n")
+    }
     FNR == NR { split($0, f, "\t"); demangled[f[1]] = f[2]; next }  # the names file
     function vmem_op(kind) {
       queue[tail++] = kind
@@ -156,6 +177,7 @@ audit() {
     /^\t\.type\t.*,@function$/ {
       k = $2; sub(/,@function$/, "", k); kernels[++n] = k
       head = tail = x4_queued = 0; x4_inflight[k] = x4[k] = flat[k] = calls[k] = mfma[k] = 0
+      mnemonics[k] = ""
       next
     }
     # vmcnt counts the vector-memory ops in issue order: vmcnt(N) leaves the last N in flight.
@@ -164,7 +186,7 @@ audit() {
     }
     /^\tflat_/ { flat[k]++ }
     /^\t(global|buffer)_load_dwordx4/ { x4[k]++ }
-    /^\tv_(mfma|smfmac)/ { mfma[k]++ }
+    /^\tv_(mfma|smfmac)/ { mfma[k]++; if (index(mnemonics[k], " " $1 " ") == 0) mnemonics[k] = mnemonics[k] " " $1 " " }
     /^\ts_(swappc|call)_b64/ { calls[k]++ }
     /^\ts_waitcnt.*vmcnt\(/ {
       match($0, /vmcnt\([0-9]+\)/); left = substr($0, RSTART + 6, RLENGTH - 7) + 0
@@ -199,6 +221,17 @@ audit() {
         return
       }
     }
+    # The REQUIRED_MFMA rows of this arch that the kernel (demangled d) matches need their MFMA.
+    function required_mfma(d,    r, f, n, i, ops, found) {
+      for (r = 1; r <= nrequired; r++) {
+        split(required_lines[r], f, " ")
+        if (f[1] != arch || d !~ f[2]) continue
+        row_matches[r]++
+        n = split(mnemonics[k], ops, " "); found = 0
+        for (i = 1; i <= n; i++) if (ops[i] ~ ("^(" f[3] ")$")) found = 1
+        if (!found) fail("has no " f[3] " (REQUIRED_MFMA; its MFMA:" (n ? mnemonics[k] : " none") ")")
+      }
+    }
     END {
       printf "%-7s %5s %5s %5s %6s %7s %6s %4s %5s %5s %8s  %s\n", "arch", "VGPR", "AGPR",
              "SGPR", "sspill", "scratch", "LDS", "occ", "mfma", "x4ld", "x4flight", "kernel"
@@ -215,7 +248,13 @@ audit() {
         if (calls[k] > 0) fail("calls a function (device libraries are not linked)")
         if (flat[k] > 0) fail("has flat memory accesses (a pointer lost its global address space)")
         load_depth(demangled[k])
+        required_mfma(demangled[k])
       }
+      for (r = 1; r <= nrequired; r++) {
+        split(required_lines[r], f, " ")
+        if (f[1] == arch) print r, row_matches[r] + 0 > matched_file
+      }
+      close(matched_file)
       for (i = 1; i <= bad; i++)
         print (target ? "AUDIT FAIL: " : "AUDIT NOTE (not a target): ") problems[i] > "/dev/stderr"
       exit (target && bad > 0)
@@ -224,7 +263,8 @@ audit() {
 
 # Demangled, without the namespace and the kernel parameter list.
 readable() {
-  c++filt | sed -e 's/mymetaops::(anonymous namespace):://g' -e 's/void //' -e 's/>([^)]*)/>/'
+  c++filt | sed -e 's/mymetaops::(anonymous namespace):://g' -e 's/mymetaops::[a-z0-9_]*_detail:://g' \
+    -e 's/void //' -e 's/>([^)]*)/>/'
 }
 
 # One arch's device pass of one source, then its audit (table in .table, findings in .findings).
@@ -236,8 +276,9 @@ device_pass() {
     "$src" -o "$out.s" || return
   sed -n 's/^\t\.type\t\(.*\),@function$/\1/p' "$out.s" >"$out.mangled" || return
   c++filt <"$out.mangled" | paste "$out.mangled" - >"$out.names" || return
+  : >"$out.required" || return
   audit "$arch" "$lds" "$([ "$role" = target ] && echo 1 || echo 0)" "$out.s" "$out.names" \
-    >"$out.table" 2>"$out.findings"
+    "$out.required" >"$out.table" 2>"$out.findings"
 }
 
 host_pass() {
@@ -277,7 +318,8 @@ done
 wait
 
 status=0
-declare -A kernels  # per arch
+declare -A kernels        # per arch
+declare -A required_hits  # per "arch row": kernels that REQUIRED_MFMA row matched
 for i in "${!steps[@]}"; do
   step=${steps[$i]}
   echo "== ${headings[$i]}"
@@ -287,11 +329,31 @@ for i in "${!steps[@]}"; do
     readable <"$work/$step.findings" >&2
     arch=${step##*.}
     kernels[$arch]=$(( ${kernels[$arch]:-0} + $(wc -l <"$work/$step.table") - 1 ))
+    while read -r row count; do
+      required_hits["$arch $row"]=$(( ${required_hits["$arch $row"]:-0} + count ))
+    done <"$work/$step.required"
   fi
   if [ "$(cat "$work/$step.rc")" != 0 ]; then
     echo "check_hip: FAILED: ${headings[$i]}" >&2
     status=1
   fi
+done
+
+# Every REQUIRED_MFMA row of a checked target arch must have matched a kernel.
+for row in "${archs[@]}"; do
+  read -r arch _ _ role <<<"$row"
+  [ "$role" = target ] || continue
+  for i in "${!REQUIRED_MFMA[@]}"; do
+    read -r rarch rname rinstr <<<"${REQUIRED_MFMA[$i]}"
+    [ "$rarch" = "$arch" ] || continue
+    hits=${required_hits["$arch $((i + 1))"]:-0}
+    if [ "$hits" -eq 0 ]; then
+      echo "AUDIT FAIL: $arch: no kernel matches REQUIRED_MFMA $rname ($rinstr)" >&2
+      status=1
+    else
+      echo "== REQUIRED_MFMA $arch: $hits kernels $rname have $rinstr"
+    fi
+  done
 done
 
 summary="${#sources[@]} sources;"
