@@ -7,8 +7,8 @@ GEMM kernels are compiled with each suggested config of their vendor (mymetaops/
 *_CONFIGS_AMD for gfx942/gfx950, *_CONFIGS_NVIDIA for sm_90) and must also contain matrix
 instructions: MFMA of the operand type on AMD (fp8: `v_mfma_*fp8*` / `*f8f6f4`; bf16/fp16), and on
 sm_90 wgmma (or mma.sync for tiles too small for a warpgroup); there the stack frame and local
-memory (spills) must be 0 and shared memory within 227 KB. `--only gemm` / `--arch gfx942` narrow
-the run (tests/gemm/test_triton_targets.py uses them).
+memory (spills) must be 0 and shared memory within 227 KB. `--only gemm`, `--arch gfx942` and
+`--match REGEX` (on the labels) narrow the run (tests/gemm/test_triton_targets.py uses them).
 
 Prints one line per kernel/config/target: registers, spills/scratch and shared memory (LDS).
 CUDA registers, stack frame (spills land there) and local memory come from `cuobjdump -res-usage`
@@ -221,6 +221,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("embedding_bag", "gemm"), help="one family's kernels")
     parser.add_argument("--arch", action="append", choices=tuple(TARGETS), help="targets (default: all)")
+    parser.add_argument("--match", help="only cases whose label matches this regular expression")
     args = parser.parse_args(argv)
     archs = set(args.arch or TARGETS)
     families = {"embedding_bag": _embedding_bag_cases, "gemm": _gemm_cases}
@@ -230,6 +231,8 @@ def main(argv=None) -> int:
         if args.only and family != args.only:
             continue
         for label, src, options, targets, isa in cases():
+            if args.match and not re.search(args.match, label):
+                continue
             for tname in targets:
                 if tname not in archs:
                     continue
