@@ -210,10 +210,11 @@ std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, const OptTensor
                                    : xf.abs().amax(-1))
                             : (x.numel() == 0 ? at::zeros({}, xf.options()) : xf.abs().max());
   if (rowwise && scale_ub) amax = at::minimum(amax, *scale_ub);
-  const at::Tensor inv = max / amax.clamp_min(kAmaxFloor);
+  // True divisions (gemm.h), not a reciprocal times a scalar (which `scalar / tensor` is in ATen).
+  const at::Tensor inv = at::div(at::full_like(amax, max), amax.clamp_min(kAmaxFloor));
   const at::Tensor scaled = rowwise ? xf * inv.unsqueeze(-1) : xf * inv;
   const at::Tensor xq = scaled.clamp(-max, max).to(fp8);
-  return {xq, inv.reciprocal()};
+  return {xq, at::div(at::ones_like(inv), inv)};
 }
 
 std::tuple<at::Tensor, at::Tensor> quantize_rowwise_cpu(const at::Tensor& x,
