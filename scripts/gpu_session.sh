@@ -4,7 +4,11 @@
 # pytest-benchmark.txt, tests.log and the benchmarks' <date>-<gpu>-embedding_bag.{json,md} (at most
 # 8 files come back from the device machine). Prints the results table, then a short summary, last.
 #
-#   bash scripts/gpu_session.sh [PART...]   PART: build, bench, pytest-bench, tests, hip (default: all)
+#   bash scripts/gpu_session.sh [PART...]   PART: build, bench, gemm-tests, gemm-bench, pytest-bench,
+#                                            tests, hip (default: all)
+# The device machine reaches no network: the CUTLASS headers' wheel (nvidia-cutlass, see
+# requirements.txt) travels in .whl/ (git-ignored; `pip download nvidia-cutlass==4.2.0 -d .whl`
+# here, then carry .whl) and is installed from there.
 #
 # One device command may run 10 minutes and the whole session takes about 15-20, so split it into
 # calls made back to back (the build stays on the machine while it is warm, 30 s after a call; a
@@ -19,9 +23,10 @@ OUT=${OUT:-.out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} MYMETAOPS_CUDA_ARCHS=${MYMETAOPS_CUDA_ARCHS:-90a}
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-quick}
 DEADLINE_S=${DEADLINE_S:-570}
-PARTS=${*:-build bench pytest-bench tests hip}
+PARTS=${*:-build bench gemm-tests gemm-bench pytest-bench tests hip}
 for part in $PARTS; do
-  case $part in build|bench|pytest-bench|tests|hip) ;; *) echo "unknown part '$part'"; exit 2;; esac
+  case $part in build|bench|gemm-tests|gemm-bench|pytest-bench|tests|hip) ;;
+    *) echo "unknown part '$part'"; exit 2;; esac
 done
 summary=()
 
@@ -44,7 +49,11 @@ step() {
 }
 has() { case " $PARTS " in *" $1 "*) return 0;; *) return 1;; esac; }
 built() { compgen -G "mymetaops/_C*.so" >/dev/null; }
-build() { step "build (cuda/, sm_$MYMETAOPS_CUDA_ARCHS)" build.log 300 python3 setup.py build_ext --inplace; }
+build() {
+  python3 -c "import cutlass_library" 2>/dev/null ||
+    python3 -m pip install -q --no-deps .whl/nvidia_cutlass-*.whl >>"$OUT/build.log" 2>&1
+  step "build (cuda/, sm_$MYMETAOPS_CUDA_ARCHS)" build.log 300 python3 setup.py build_ext --inplace
+}
 
 nvidia-smi -L; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 # pytest-xdist runs the tests in worker processes (a crash takes down one worker, is reported with
@@ -67,6 +76,14 @@ if has bench; then
   # AFTER_BUILD: an optional extra command (a probe, a profile), run after the benchmarks.
   [ -z "${AFTER_BUILD:-}" ] || step "after build: $AFTER_BUILD" bench.log 240 bash -c "$AFTER_BUILD"
 fi
+if has gemm-tests; then
+  built || build
+  step "gemm tests (GPU and CPU)" tests.log 240 $PYTEST tests/gemm
+fi
+if has gemm-bench; then
+  built || build
+  step "gemm bench" gemm-bench.log 330 python3 bench/gemm/run_all.py --out "$OUT"
+fi
 if has pytest-bench; then
   built || build
   step "pytest-benchmark" pytest-benchmark.txt 150 python3 -m pytest bench -q -m gpu \
@@ -85,5 +102,6 @@ fi
 echo
 [ -f "$OUT/tests.log" ] && grep -E "(passed|failed|error)" "$OUT/tests.log" | tail -n 4
 cat "$OUT"/*-embedding_bag.md 2>/dev/null
+[ -f "$OUT/gemm-bench.log" ] && tail -n 40 "$OUT/gemm-bench.log"
 echo
 printf '%s\n' "${summary[@]}"
