@@ -76,5 +76,23 @@ NATIVE_COST: dict[str, KernelCost] = {}
 DEFAULT_NATIVE_COST = {"nvidia": KernelCost(0.62, 0.8), "amd": KernelCost(0.50, 1.0)}  # [A]
 TRITON_COST = {"nvidia": KernelCost(0.55, 1.0), "amd": KernelCost(0.45, 1.2)}  # [A]
 
-# Triton configs by (vendor, input kind): (block_m, block_n, block_k, group_m, warps, stages, persistent).
-TRITON_CONFIGS: dict[tuple[str, str], tuple[TritonGemmConfig, ...]] = {}
+
+
+def _triton(*rows: tuple) -> tuple[TritonGemmConfig, ...]:
+    return tuple(TritonGemmConfig(*row) for row in rows)
+
+
+# Triton configs by (vendor, input kind "fp8" | "16bit"): (block_m, block_n, block_k, group_m,
+# warps, stages, persistent). The same lists as mymetaops/triton/gemm.py's *_CONFIGS_* (the model
+# must not import Triton; tests/gemm checks the two agree). Every one cross-compiles for its
+# vendor's targets without spills (scripts/check_triton_targets.py).
+TRITON_CONFIGS: dict[tuple[str, str], tuple[TritonGemmConfig, ...]] = {
+    ("nvidia", "fp8"): _triton((128, 256, 128, 8, 8, 3, 1), (128, 128, 128, 8, 8, 4, 1), (64, 128, 128, 8, 4, 4, 1),
+                               (64, 128, 256, 8, 4, 3, 1), (64, 32, 256, 1, 4, 4, 1), (64, 64, 128, 4, 4, 4, 0)),
+    ("amd", "fp8"): _triton((256, 128, 128, 8, 8, 2, 1), (128, 128, 128, 8, 4, 2, 1), (64, 128, 128, 8, 4, 2, 1),
+                            (32, 64, 256, 8, 4, 2, 1), (16, 64, 256, 1, 4, 2, 1), (64, 64, 128, 4, 4, 2, 0)),
+    ("nvidia", "16bit"): _triton((128, 256, 64, 8, 8, 3, 1), (128, 128, 64, 8, 4, 4, 1), (64, 128, 64, 8, 4, 4, 1),
+                                 (32, 64, 128, 8, 4, 4, 1), (16, 64, 128, 1, 4, 4, 1), (64, 64, 64, 4, 4, 4, 0)),
+    ("amd", "16bit"): _triton((256, 256, 32, 8, 8, 2, 1), (128, 128, 64, 8, 4, 2, 1), (64, 128, 64, 8, 4, 2, 1),
+                              (32, 64, 128, 8, 4, 2, 1), (16, 64, 128, 1, 4, 2, 1), (64, 64, 64, 4, 4, 2, 0)),
+}

@@ -414,3 +414,11 @@ def test_every_triton_config_compiles_and_matches():
         out = torch.full((a_rows, 40), float("nan"), device="cuda", dtype=torch.bfloat16)
         triton_gemm.gemm(a, b, None, out, cfg)
         assert relative_error(out, a.double() @ b.double()) <= 1e-2, str(cfg)
+
+
+def test_model_triton_configs_match_the_kernels():
+    triton_gemm = pytest.importorskip("mymetaops.triton.gemm")
+    lists = {("nvidia", "fp8"): triton_gemm.FP8_CONFIGS_NVIDIA, ("amd", "fp8"): triton_gemm.FP8_CONFIGS_AMD,
+             ("nvidia", "16bit"): triton_gemm.BF16_CONFIGS_NVIDIA, ("amd", "16bit"): triton_gemm.BF16_CONFIGS_AMD}
+    for key, configs in lists.items():
+        assert tuple(configs) == model.gemm_kernels.TRITON_CONFIGS[key], key
