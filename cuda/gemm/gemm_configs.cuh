@@ -1,0 +1,87 @@
+// The native GEMM instances of cuda/gemm, as the launchers (gemm_table.cu) see them: tile shapes
+// as named constants, and one small record of entry points per compiled CUTLASS instance. Light on
+// purpose (no CUTLASS headers): the table compiles fast and each instance .cu includes
+// gemm_kernels.cuh on its own, so ninja builds the slow instances in parallel.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mymetaops/gemm.h"
+
+namespace mymetaops {
+namespace cuda {
+namespace gemm {
+
+enum class Mainloop : int32_t {
+  kCooperative = 0,         // 2 consumer warpgroups share one tile (split along M), persistent
+  kPingpong = 1,            // 2 consumer warpgroups own alternate tiles: one's epilogue hides
+                            // behind the other's MMAs, persistent
+  kCooperativeStreamK = 2,  // cooperative with CUTLASS's stream-K scheduler: data-parallel,
+                            // split-K or stream-K chosen per launch
+};
+
+// One CUTLASS instance's shape; a C++20 class-type template argument of the kernel templates.
+struct TileConfig {
+  int32_t m, n, k;
+  int32_t cluster_m, cluster_n;
+  Mainloop mainloop;
+};
+
+// FP8 tiles (K tile 128 = one 128-byte TMA/swizzle row of e4m3).
+// Large square problems (8192^3): each consumer warpgroup owns a 64x256 slab, the most MMA work
+// per byte of smem; the 2x1 cluster multicasts each B tile to both CTAs.
+inline constexpr TileConfig kFp8Large{128, 256, 128, 2, 1, Mainloop::kCooperative};
+// Large problems with N > M: the transposed shape, A multicast across the 1x2 cluster.
+inline constexpr TileConfig kFp8LargeTall{256, 128, 128, 1, 2, Mainloop::kCooperative};
+// Mid-size problems: smaller tiles for more of them per wave; ping-pong hides the epilogue.
+inline constexpr TileConfig kFp8Medium{128, 128, 128, 2, 1, Mainloop::kPingpong};
+// Few output tiles and long K (weight gradients, M = N = 1024, K = 65536): split-K / stream-K.
+inline constexpr TileConfig kFp8SplitK{128, 128, 128, 1, 2, Mainloop::kCooperativeStreamK};
+// Small M (16..256 rows): a 64-row tile wastes the least of wgmma's 64-row minimum.
+inline constexpr TileConfig kFp8SmallM{64, 128, 128, 1, 1, Mainloop::kPingpong};
+// Small M or N with few tiles: narrow tiles cut along K so enough CTAs stream the weights.
+inline constexpr TileConfig kFp8Narrow{128, 64, 128, 1, 1, Mainloop::kCooperativeStreamK};
+
+// bf16 tiles (K tile 64 = one 128-byte swizzle row of bf16).
+// Large problems: the bf16 counterpart of kFp8Large.
+inline constexpr TileConfig kBf16Large{128, 256, 64, 2, 1, Mainloop::kCooperative};
+// Mid-size problems.
+inline constexpr TileConfig kBf16Medium{128, 128, 64, 1, 1, Mainloop::kPingpong};
+
+// How a stream-K-scheduled instance cuts the work of one launch.
+enum class Decomposition : int32_t { kDataParallel = 0, kSplitK = 1, kStreamK = 2 };
+
+struct RunOptions {
+  int32_t device;    // current CUDA device
+  int32_t sm_count;  // its SMs (persistent grids)
+  int32_t split_k;   // kSplitK only
+  Decomposition decomposition;
+};
+
+// Entry points of one compiled instance. workspace() is CUTLASS's own need for these arguments
+// (stream-K/split-K partials and flags); launch() checks what CUTLASS can run and launches.
+struct Fp8Instance {
+  int32_t stages;
+  int32_t warps;
+  int64_t (*workspace)(const Fp8GemmArgs& args, const RunOptions& run);
+  LaunchError (*launch)(const Fp8GemmArgs& args, const RunOptions& run, cudaStream_t stream);
+};
+
+struct GemmInstance {
+  int32_t stages;
+  int32_t warps;
+  int64_t (*workspace)(const GemmArgs& args, const RunOptions& run);
+  LaunchError (*launch)(const GemmArgs& args, const RunOptions& run, cudaStream_t stream);
+};
+
+// Defined (specialized) by the instance files, one per TileConfig.
+template <TileConfig kTile>
+const Fp8Instance& fp8_instance();
+// w_kn: B is w[K, N] (N contiguous) instead of w[N, K].
+template <TileConfig kTile, bool kWKn>
+const GemmInstance& bf16_instance();
+
+}  // namespace gemm
+}  // namespace cuda
+}  // namespace mymetaops
