@@ -1,0 +1,198 @@
+"""Host cost per call of the GEMM family: tiny shapes, torch's op in the same run.
+
+Wall time per call over back-to-back calls (synchronized before and after only) at M = N = K = 64:
+the GPU finishes each call sooner than the host issues the next, so this is the per-call path
+from Python to the launch. Median of --reps repetitions of --calls calls; the rows take turns
+within each repetition. Rows: mymetaops.fp8_gemm (the wrapper), torch.ops.mymetaops.fp8_gemm (the
+raw op), torch._scaled_mm (rowwise, default arguments, as a user calls it); quantize_fp8_rowwise
+vs the same in torch ops (amax, divide, clamp, cast) and vs a bare cast (one torch op: the floor);
+mymetaops.gemm vs torch.mm (bf16); fp8_linear forward and forward+backward vs F.linear (bf16);
+add_ (the floor of any launch). Then each op once, warm, under
+torch.cuda.set_sync_debug_mode("error"), and once on a new shape (a decision-cache miss): no host
+sync allowed. Limit: fp8_gemm (wrapper) <= 1.2x torch._scaled_mm.
+
+    python bench/gemm/host_cost.py [--calls 2000] [--reps 7] [--out PREFIX] [--dry-run]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemm_harness import (add_device_arguments, check, checks_markdown, default_prefix, device_of,  # noqa: E402
+                          interleaved_medians, meta_line, run_meta, short_error, torch_quantize_rowwise)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import mymetaops  # noqa: E402
+import mymetaops.ops  # noqa: E402,F401
+
+NAME = "host_cost"
+SIZE = 64
+BF16 = torch.bfloat16
+# (row, its torch counterpart, bound on the ratio or None)
+PAIRS = [
+    ("fp8_gemm: mymetaops.fp8_gemm (wrapper)", "fp8_gemm: torch._scaled_mm", 1.2),
+    ("fp8_gemm: torch.ops.mymetaops.fp8_gemm (raw op)", "fp8_gemm: torch._scaled_mm", None),
+    ("quantize: mymetaops.quantize_fp8_rowwise", "quantize: torch ops (amax, divide, clamp, cast)", None),
+    ("gemm: mymetaops.gemm", "gemm: torch.mm", None),
+    ("linear fwd: mymetaops.fp8_linear", "linear fwd: F.linear (bf16)", None),
+    ("linear fwd+bwd: mymetaops.fp8_linear", "linear fwd+bwd: F.linear (bf16)", None),
+]
+
+
+def add_arguments(parser):
+    add_device_arguments(parser)
+    parser.add_argument("--calls", type=int, default=2000, help="calls per repetition")
+    parser.add_argument("--reps", type=int, default=7, help="repetitions (median)")
+    parser.add_argument("--out", help="output prefix (default bench/results/<date>-<gpu>-gemm-host_cost)")
+
+
+def _inputs(device, size, seed):
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(size, size, device=device, dtype=BF16, generator=g)
+    w = torch.randn(size, size, device=device, dtype=BF16, generator=g)
+    return x, w
+
+
+def calls(device):
+    x, w = _inputs(device, SIZE, 0)
+    fp8 = mymetaops.fp8_dtype(device)
+    xq, xs = mymetaops.quantize_fp8_rowwise(x)
+    wq, ws = mymetaops.quantize_fp8_rowwise(w)
+    op = torch.ops.mymetaops
+    floor = torch.zeros(1, device=device)
+    wt = w.t()
+    xg = x.clone().requires_grad_()
+    wg = w.clone().requires_grad_()
+    grad = torch.randn_like(x)
+
+    def fwd_bwd(linear):
+        def step():
+            xg.grad = wg.grad = None
+            linear(xg, wg).backward(grad)
+        return step
+
+    return {
+        "add_ (floor)": lambda: floor.add_(1),
+        "fp8_gemm: mymetaops.fp8_gemm (wrapper)": lambda: mymetaops.fp8_gemm(xq, wq, xs, ws),
+        "fp8_gemm: torch.ops.mymetaops.fp8_gemm (raw op)": lambda: op.fp8_gemm(xq, wq, xs, ws, None, BF16),
+        "fp8_gemm: torch._scaled_mm": lambda: torch._scaled_mm(xq, wq.t(), xs[:, None], ws[None, :], out_dtype=BF16),
+        "quantize: mymetaops.quantize_fp8_rowwise": lambda: mymetaops.quantize_fp8_rowwise(x),
+        "quantize: torch ops (amax, divide, clamp, cast)": lambda: torch_quantize_rowwise(x, fp8),
+        "quantize: x.to(fp8) (one torch op, the floor)": lambda: x.to(fp8),
+        "gemm: mymetaops.gemm": lambda: mymetaops.gemm(x, wt),
+        "gemm: torch.mm": lambda: torch.mm(x, wt),
+        "linear fwd: mymetaops.fp8_linear": lambda: mymetaops.fp8_linear(x, w),
+        "linear fwd: F.linear (bf16)": lambda: F.linear(x, w),
+        "linear fwd+bwd: mymetaops.fp8_linear": fwd_bwd(mymetaops.fp8_linear),
+        "linear fwd+bwd: F.linear (bf16)": fwd_bwd(F.linear),
+    }
+
+
+def sync_free(fn, device) -> str:
+    """'pass' when fn runs under torch.cuda.set_sync_debug_mode("error"), else why not."""
+    if device.type != "cuda":
+        fn()
+        return "n/a (CPU)"
+    torch.cuda.synchronize(device)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+    except RuntimeError as e:
+        return "FAIL: " + str(e).splitlines()[0][:160]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize(device)
+    return "pass"
+
+
+def sync_checks(device, fns) -> dict:
+    """Each op warm (its decision cached), and the public ops on new shapes (decision-cache misses)."""
+    out = {}
+    for name in ("fp8_gemm: mymetaops.fp8_gemm (wrapper)", "quantize: mymetaops.quantize_fp8_rowwise",
+                 "gemm: mymetaops.gemm", "linear fwd+bwd: mymetaops.fp8_linear"):
+        out[f"{name.split(': ')[1]}, warm"] = sync_free(fns[name], device)
+    x, w = _inputs(device, 96, 1)
+    x2 = torch.randn(80, 96, device=device, dtype=BF16)  # new M as well
+
+    def new_shapes():
+        xq, xs = mymetaops.quantize_fp8_rowwise(x2)
+        wq, ws = mymetaops.quantize_fp8_rowwise(w)
+        mymetaops.fp8_gemm(xq, wq, xs, ws)
+        mymetaops.gemm(x2, w.t())
+        xg = x2.clone().requires_grad_()
+        mymetaops.fp8_linear(xg, w.clone().requires_grad_()).sum().backward()
+    out["quantize, fp8_gemm, gemm, fp8_linear fwd+bwd, new shapes (cache misses)"] = sync_free(new_shapes, device)
+    return out
+
+
+def run(args, device):
+    calls_n, reps = (20, 3) if args.dry_run else (args.calls, args.reps)
+    fns = calls(device)
+    errors = {}
+    for name, fn in list(fns.items()):  # a failing row is reported, the others still run
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            errors[name] = short_error(e)
+            del fns[name]
+    seconds = interleaved_medians(fns, calls_n, reps, device, warmup=3 if args.dry_run else 100)
+    mymetaops.check_errors()
+    rows = [dict(call=name, us=s * 1e6, error=None) for name, s in seconds.items()]
+    rows += [dict(call=name, us=None, error=e) for name, e in errors.items()]
+    checks = []
+    ratios = {}
+    for ours, theirs, bound in PAIRS:
+        if ours in seconds and theirs in seconds:
+            ratios[ours] = seconds[ours] / seconds[theirs]
+            checks.append(check(f"host cost {ours} / {theirs.split(': ')[1]}", ratios[ours], bound, at_most=True))
+        else:
+            checks.append(dict(name=f"host cost {ours} / {theirs.split(': ')[1]}", value=None, shown="error",
+                               required=f"<= {bound:.2f}" if bound else "(reported)", passed=False if bound else None))
+    for r in rows:
+        r["ratio"] = ratios.get(r["call"])
+    sync = sync_checks(device, calls(device))
+    mymetaops.check_errors()
+    for what, verdict in sync.items():
+        checks.append(dict(name=f"no host sync: {what}", value=verdict, shown=verdict, required="pass",
+                           passed=None if verdict.startswith("n/a") else verdict == "pass"))
+    return dict(name=NAME, size=SIZE, calls=calls_n, reps=reps, rows=rows, sync_debug=sync, checks=checks)
+
+
+def markdown(meta, result) -> str:
+    lines = [f"# GEMM family host cost per call on {meta_line(meta)}", ""] + checks_markdown(result["checks"])
+    lines += ["", f"## Host cost per call (M = N = K = {result['size']}, bf16 / e4m3 rowwise; median of "
+                  f"{result['reps']} x {result['calls']} back-to-back calls)", "",
+              "| call | us/call | x torch counterpart |", "|---|---|---|"]
+    for r in result["rows"]:
+        shown = f"{r['us']:.1f}" if r["us"] is not None else f"ERROR {r['error']}"
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        lines.append(f"| {r['call']} | {shown} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def write(prefix: Path, meta, result):
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{prefix}.json").write_text(json.dumps(dict(meta, **result), indent=1, default=str))
+    Path(f"{prefix}.md").write_text(markdown(meta, result))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    device = device_of(args)
+    meta = run_meta(device)
+    result = run(args, device)
+    prefix = Path(args.out) if args.out else default_prefix(meta, "gemm-host_cost")
+    write(prefix, meta, result)
+    print(markdown(meta, result))
+    print(f"written: {prefix}.json, {prefix}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
