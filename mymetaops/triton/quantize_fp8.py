@@ -12,6 +12,11 @@ the fp8 dtype (unit column stride, any row stride); scale is fp32 [rows] (rowwis
 (tensorwise). A row of zeros (or a row of no columns) gets amax 0: xq 0, scale 1e-12 / fp8_max.
 e4m3fnuz has no negative zero (its 0x80 is NaN): values that round to zero are written as +0.
 
+The fp32 -> fp8 rounding is the hardware conversion (`.to(fp8)`: cvt.rn.satfinite on Hopper,
+v_cvt_pk_fp8_f32 on CDNA) on a GPU; on CPU tensors (Triton's interpreter, whose own fp8 conversion
+rounds wrongly) the kernels round with integer ops instead (`_to_fp8_bits`, SOFTWARE_CVT), which
+the tests check bit for bit against torch's conversion.
+
 Kernel shapes (`mymetaops.configs.TritonQuantizeConfig`):
   * rowwise: one program per block_rows rows; it reads its rows twice, block_cols columns per step:
     once for the amax, once to quantize (the second read mostly hits L2).
@@ -181,7 +186,7 @@ def _check(x: torch.Tensor, xq: torch.Tensor, scale: torch.Tensor, scale_numel: 
 
 
 @functools.lru_cache(maxsize=None)
-def _max_programs(device_type: str, index: int | None) -> int:
+def _max_programs(device_type: str, index: int) -> int:
     if device_type == "cuda":
         return PROGRAMS_PER_SM * torch.cuda.get_device_properties(index).multi_processor_count
     return INTERPRETER_PROGRAMS
@@ -217,7 +222,8 @@ def quantize_fp8_tensorwise(x: torch.Tensor, xq: torch.Tensor, scale: torch.Tens
     rows, cols = x.shape
     amax_bits = torch.zeros(1, dtype=torch.int32, device=x.device)  # fp32 0.0 as bits
     num_tiles = triton.cdiv(rows, config.block_rows) * triton.cdiv(cols, config.block_cols)
-    programs = max(1, min(num_tiles, _max_programs(x.device.type, x.device.index)))
+    index = x.device.index if x.device.index is not None or x.device.type != "cuda" else torch.cuda.current_device()
+    programs = max(1, min(num_tiles, _max_programs(x.device.type, index or 0)))
     if num_tiles:
         _amax_kernel[(programs,)](x, amax_bits, rows, cols, x.stride(0), num_tiles, programs,
                                   BLOCK_ROWS=config.block_rows, BLOCK_COLS=config.block_cols,
