@@ -275,7 +275,8 @@ def _check(tname, label, src, options, isa) -> int:
         usage += f" smem {compiled.metadata.shared:6}"
         if isa is not None:  # the GEMMs: spills and shared memory are checked too
             ptx = compiled.asm["ptx"]
-            kinds = [k for k, pat in (("wgmma", r"wgmma\.mma_async"), ("mma.sync", r"mma\.sync")) if re.search(pat, ptx)]
+            kinds = [k for k, pat in (("wgmma", r"wgmma\.mma_async"), ("mma.sync", r"mma\.sync"))
+                     if re.search(pat, ptx)]
             matrix = " " + ("+".join(kinds) if kinds else "NO MMA")
             if not re.search(isa["cuda"], ptx):
                 problems.append("no wgmma/mma of the operand type")
