@@ -351,7 +351,7 @@ for row in "${archs[@]}"; do
       echo "AUDIT FAIL: $arch: no kernel matches REQUIRED_MFMA $rname ($rinstr)" >&2
       status=1
     else
-      echo "== REQUIRED_MFMA $arch: $hits kernels $rname have $rinstr"
+      echo "== REQUIRED_MFMA $arch: $hits kernels match $rname, each needs $rinstr (checked above)"
     fi
   done
 done

@@ -22,6 +22,11 @@
 // Split-K (GemmConfig.split_k > 1): slice s of K writes its unscaled fp32 partial sums to the
 // workspace [split][M][N]; fp8_gemm_finish_kernel adds the slices in order (deterministic) and
 // applies scales and bias. K == 0 runs only the finish kernel (bias or zeros).
+//
+// Out: bfloat16, float16 or float32 (bias in the same type). The table (native_gemm_kernels) lists
+// both generations' rows, the arch in the name; launch_fp8_gemm checks the current device's arch
+// (hipDeviceProp_t.gcnArchName, cached per device in hip_compat) against the row and the FP8
+// format, and returns a LaunchError on any mismatch or on another GPU (gfx90a, the shim).
 
 #include <cstdint>
 
@@ -122,7 +127,7 @@ struct Fp8GemmParams {
   float* partial;                       // split-K: [split][m][n] fp32 (row stride n)
 };
 
-// out = acc * x_scale * w_scale + bias, rounded once; `splits == 0` (K == 0): bias or zero.
+// out = acc * x_scale * w_scale + bias, rounded once to Out (the split-K finish).
 template <typename Out>
 __device__ inline void store_result(const Fp8GemmParams& p, int row, int col, float acc) {
   const float scaled = acc * p.x_scale[int64_t(row) * p.x_scale_step] *
@@ -165,38 +170,35 @@ __device__ inline void fp8_gemm_body(const Fp8GemmParams& p) {
   const uint8_t* b_rows[Tile::kLoadsB];
 #pragma unroll
   for (int i = 0; i < Tile::kLoadsA; ++i)
-    a_rows[i] = p.x + imin(m0 + row0 + i * Tile::kRowsPerPass, p.m - 1) * p.ldx + chunk * 16;
+    a_rows[i] = p.x + imin(m0 + row0 + i * Tile::kRowsPerPass, p.m - 1) * p.ldx;
 #pragma unroll
   for (int i = 0; i < Tile::kLoadsB; ++i)
-    b_rows[i] = p.w + imin(n0 + row0 + i * Tile::kRowsPerPass, p.n - 1) * p.ldw + chunk * 16;
+    b_rows[i] = p.w + imin(n0 + row0 + i * Tile::kRowsPerPass, p.n - 1) * p.ldw;
 
   U32x4 a_regs[Tile::kLoadsA], b_regs[Tile::kLoadsB];
-  // Issues every load of K tile kt before using any (all in flight together).
+  bool in_k = true;  // whether this lane's chunk of the loaded K tile is inside K
+  // Issues every load of K tile kt before using any (all in flight together). A chunk past K
+  // reads its row's first chunk instead (always in bounds, K > 0) and is stored as zeros: a
+  // select where the registers are used, so no load has to complete early.
   const auto load_tile = [&](int kt) {
-    const int kbyte = kt * kBK;
-    const bool in_k = kbyte + chunk * 16 < p.k;
-    const int offset = in_k ? kbyte : 0;  // a chunk past K reads chunk 0 of its row instead
+    const int kbyte = kt * kBK + chunk * 16;
+    in_k = kbyte < p.k;
+    const int offset = in_k ? kbyte : 0;
 #pragma unroll
     for (int i = 0; i < Tile::kLoadsA; ++i) a_regs[i] = hip_compat::load16(a_rows[i] + offset);
 #pragma unroll
     for (int i = 0; i < Tile::kLoadsB; ++i) b_regs[i] = hip_compat::load16(b_rows[i] + offset);
-    if (!in_k) {
-      const U32x4 zero = {0u, 0u, 0u, 0u};
-#pragma unroll
-      for (int i = 0; i < Tile::kLoadsA; ++i) a_regs[i] = zero;
-#pragma unroll
-      for (int i = 0; i < Tile::kLoadsB; ++i) b_regs[i] = zero;
-    }
   };
   const auto store_tile = [&](int stage) {
     uint8_t* a_lds = lds + stage * Tile::kStageBytes + row0 * kRow + chunk * 16;
     uint8_t* b_lds = a_lds + kBM * kRow;
+    const U32x4 zero = {0u, 0u, 0u, 0u};
 #pragma unroll
     for (int i = 0; i < Tile::kLoadsA; ++i)
-      hip_compat::store16(a_lds + i * Tile::kRowsPerPass * kRow, a_regs[i]);
+      hip_compat::store16(a_lds + i * Tile::kRowsPerPass * kRow, in_k ? a_regs[i] : zero);
 #pragma unroll
     for (int i = 0; i < Tile::kLoadsB; ++i)
-      hip_compat::store16(b_lds + i * Tile::kRowsPerPass * kRow, b_regs[i]);
+      hip_compat::store16(b_lds + i * Tile::kRowsPerPass * kRow, in_k ? b_regs[i] : zero);
   };
 
   F32x16 acc[Tile::kFragsM][Tile::kFragsN];
@@ -261,23 +263,33 @@ __device__ inline void fp8_gemm_body(const Fp8GemmParams& p) {
   // lane % 32: 32 lanes store 32 adjacent columns of one row.
   const int col_base = n0 + wave_n * Tile::kWaveN + lane % 32;
   const int row_base = m0 + wave_m * Tile::kWaveM + 4 * (lane / 32);
+  // The scales and bias of this lane's columns, loaded once (clamped: columns past N not stored).
+  float w_scale[Tile::kFragsN], bias[Tile::kFragsN];
 #pragma unroll
   for (int fn = 0; fn < Tile::kFragsN; ++fn) {
-    const int col = col_base + fn * 32;
-    if (col >= p.n) continue;
+    const int col = imin(col_base + fn * 32, p.n - 1);
+    w_scale[fn] = kPartial ? 1.0f : p.w_scale[int64_t(col) * p.w_scale_step];
+    bias[fn] = !kPartial && p.bias ? to_float(static_cast<const Out*>(p.bias)[col]) : 0.0f;
+  }
 #pragma unroll
-    for (int fm = 0; fm < Tile::kFragsM; ++fm)
+  for (int fm = 0; fm < Tile::kFragsM; ++fm)
 #pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const int row = row_base + fm * 32 + 8 * (e / 4) + e % 4;
-        if (row >= p.m) continue;
+    for (int e = 0; e < 16; ++e) {
+      const int row = row_base + fm * 32 + 8 * (e / 4) + e % 4;
+      if (row >= p.m) continue;
+      const float x_scale = kPartial ? 1.0f : p.x_scale[int64_t(row) * p.x_scale_step];
+#pragma unroll
+      for (int fn = 0; fn < Tile::kFragsN; ++fn) {
+        const int col = col_base + fn * 32;
+        if (col >= p.n) continue;
         if constexpr (kPartial) {
           p.partial[(int64_t(split) * p.m + row) * p.n + col] = acc[fm][fn][e];
         } else {
-          store_result<Out>(p, row, col, acc[fm][fn][e]);
+          static_cast<Out*>(p.out)[row * p.ldo + col] =
+              from_float<Out>(acc[fm][fn][e] * x_scale * w_scale[fn] + bias[fn]);
         }
       }
-  }
+    }
 }
 
 template <typename Tile, typename Out, bool kPartial>
