@@ -49,8 +49,18 @@ def _rows(arch: str, *rows: tuple) -> tuple[KernelRow, ...]:
 
 # Filled from cuda/gemm's table (same order: the index is the kernel id).
 CUDA_KERNELS: tuple[KernelRow, ...] = ()
-# Filled from hip/gemm's table; each row runs on the arch it names.
-HIP_KERNELS: tuple[KernelRow, ...] = ()
+# hip/gemm/fp8_gemm.hip's table; each row runs on the arch it names (the other arch's row is a
+# LaunchError there). No native bf16/fp16 GEMM on HIP yet: hipBLASLt and Triton cover it.
+HIP_KERNELS: tuple[KernelRow, ...] = (
+    _rows("gfx942",
+          ("gfx942_fp8_256x128x64", "fp8", 256, 128, 64, 1, 1, "data_parallel", 2, 16, 4, True),
+          ("gfx942_fp8_128x128x64", "fp8", 128, 128, 64, 1, 1, "data_parallel", 2, 16, 4, True),
+          ("gfx942_fp8_64x128x64", "fp8", 64, 128, 64, 1, 1, "data_parallel", 2, 16, 4, True))
+    + _rows("gfx950",
+            ("gfx950_fp8_256x128x128", "fp8", 256, 128, 128, 1, 1, "data_parallel", 2, 16, 4, True),
+            ("gfx950_fp8_128x128x128", "fp8", 128, 128, 128, 1, 1, "data_parallel", 2, 16, 4, True),
+            ("gfx950_fp8_64x128x128", "fp8", 64, 128, 128, 1, 1, "data_parallel", 2, 16, 4, True))
+)
 
 
 def native_table(vendor: str) -> tuple[KernelRow, ...]:
