@@ -569,6 +569,15 @@ def run(args, device) -> tuple[dict, dict, Path]:
             report["aborted"] = str(e)
             print(f"ABORTED: {e}", flush=True)
             break
+        except Exception as e:  # noqa: BLE001  (a shape that cannot run at all: reported, the rest still run)
+            report["shapes"].append(dict(section="error", shape=shape.name, shape_index=index, kind=shape.kind,
+                                         error=short_error(e)))
+            report["notes"].append(f"{shape.name}: {short_error(e)}")
+            print(f"{shape.name}: {short_error(e)}", flush=True)
+            lost = cuda_usable(device)
+            if lost:
+                report["aborted"] = f"{shape.name}: device unusable: {lost}"
+                break
         finally:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
