@@ -31,7 +31,10 @@ candidate) and each candidate, regret, numerics.
 Writes <out>.json (a header: date, GPU, torch/triton/CUDA versions, revision; every timing as a row
 with its problem, backend, config, time_us, tflops, predicted_us: what calibrate.py reads; per-shape
 summaries; checks) and <out>.md, both rewritten after every shape (a crash keeps what was measured).
-The run stops starting new shapes when --budget-s is spent (the suite is in priority order).
+Two passes: first auto, the dispatch's choice and the anchors on every shape (the headline
+numbers), then every other candidate, shape by shape, until --budget-s is spent (the suite is in
+priority order); a shape whose candidates were not all timed shows "(k/N timed)" by its regret,
+and the regret summaries count only shapes with every candidate timed.
 """
 from __future__ import annotations
 
@@ -211,28 +214,34 @@ def decisions(op, problem, hw, native):
     return exact, bucketed.decision.choice
 
 
+def same(c, choice) -> bool:
+    return (c.backend, c.config) == (choice.backend, choice.config)
+
+
 def to_time(exact, choice):
     """The available candidates of the exact problem, and the dispatch's choice if it is not one."""
     todo = [c for c in exact.candidates if c.available]
-    if not any((c.backend, c.config) == (choice.backend, choice.config) for c in todo):
+    if not any(same(c, choice) for c in todo):
         todo.append(choice)
     return todo
 
 
-def summarize(shape_rec, recs, auto, choice, exact, anchor_us, anchor_name):
-    """Fill a per-shape summary from its candidate records."""
+def summarize(summary, recs, choice, exact, anchor_name):
+    """Fill a case's summary from its records (both passes)."""
+    auto = next((r for r in recs if r["what"] == "auto"), None)
+    anchor = next((r for r in recs if r["name"] == anchor_name), None)
     cands = [r for r in recs if r["what"] == "candidate" and r["time_us"] is not None]
     good = [r for r in cands if r["rel_err"] is None or r["rel_err"] <= WRONG_REL_ERR]
     wrong = [r for r in cands if r not in good]
     fastest = min(good, key=lambda r: r["time_us"]) if good else None
-    chosen = next((r for r in recs if r["what"] == "candidate"
-                   and r["key"] == candidate_key(choice.backend, choice.config)), None)
-    exact_choice = next((c for c in exact.candidates
-                         if (c.backend, c.config) == (choice.backend, choice.config)), None)
-    auto_us = auto["time_us"]
-    shape_rec.update(
-        auto_us=auto_us, auto_tflops=auto["tflops"], auto_rel_err=auto["rel_err"], auto_error=auto["error"],
-        anchor=anchor_name, anchor_us=anchor_us,
+    chosen = next((r for r in recs if r["what"] == "candidate" and r["key"] == candidate_key(choice.backend, choice.config)),
+                  None)
+    exact_choice = next((c for c in exact.candidates if same(c, choice)), None)
+    auto_us = auto["time_us"] if auto else None
+    anchor_us = anchor["time_us"] if anchor else None
+    summary.update(
+        auto_us=auto_us, auto_tflops=auto["tflops"] if auto else None, auto_rel_err=auto["rel_err"] if auto else None,
+        auto_error=auto["error"] if auto else None, anchor=anchor_name, anchor_us=anchor_us,
         speedup_vs_anchor=(anchor_us / auto_us) if anchor_us and auto_us else None,
         choice=candidate_key(choice.backend, choice.config),
         choice_predicted_us=exact_choice.time_us if exact_choice else choice.time_us,
@@ -244,6 +253,7 @@ def summarize(shape_rec, recs, auto, choice, exact, anchor_us, anchor_name):
         candidates_timed=len(cands), wrong_candidates=[(r["key"], r["rel_err"]) for r in wrong],
         failed_candidates=[(r["key"], r["error"]) for r in recs if r["what"] == "candidate" and r["error"]],
         exact_model_choice=candidate_key(exact.choice.backend, exact.choice.config))
+    return auto, recs
 
 
 def base_record(section, shape, index, problem, op, what, name, backend=None, config=None, predicted_us=None,
@@ -255,78 +265,96 @@ def base_record(section, shape, index, problem, op, what, name, backend=None, co
                 predicted_us=predicted_us, **config_record(backend, config))
 
 
-# --- the two sections ---------------------------------------------------------------------------------
+# --- the two sections, each in two passes ------------------------------------------------------------------
+# Pass "core": auto, the dispatch's choice and the anchors of every shape (the headline numbers);
+# pass "rest": every other candidate (regret, calibration), while the budget lasts.
 
-def bench_fp8(bench: Bench, shape: Shape, index: int, hw, native: bool, notes: list) -> dict:
+SCALED_MM_ROWWISE = "_scaled_mm rowwise (default args)"
+SCALED_MM_TENSORWISE = "_scaled_mm tensorwise (default args)"
+TENSORWISE_FAST = "vendor torch._scaled_mm tensorwise (fast accum)"
+BF16_DEQUANT = "torch.mm bf16 (dequantized inputs)"
+
+
+def case_records(bench, section, shape, layout):
+    return [r for r in bench.records if r["section"] == section and r["shape"] == shape.name
+            and r["b_layout"] == layout]
+
+
+def bench_fp8(bench: Bench, shape: Shape, index: int, hw, native: bool, notes: list, phase: str,
+              summary: dict) -> dict:
     device, (m, n, k) = bench.device, (shape.m, shape.n, shape.k)
-    g = torch.Generator(device=device).manual_seed(1000 + index)
+    g = torch.Generator(device=device).manual_seed(1000 + index)  # the same inputs in both passes
     x = torch.randn(m, k, device=device, dtype=BF16, generator=g)
     w = torch.randn(n, k, device=device, dtype=BF16, generator=g)
     xq, xs = quantize(x, True, notes)
     wq, ws = quantize(w, True, notes)
-    xtq, xts = quantize(x, False, notes)
-    wtq, wts = quantize(w, False, notes)
+    if phase == "core":
+        xtq, xts = quantize(x, False, notes)
+        wtq, wts = quantize(w, False, notes)
     del x, w
     rows = sample_rows(m, n, k, device)
     xr, xsr = (xq, xs) if rows is None else (xq[rows], xs[rows])
     ref = (xr.double() * xsr.double()[:, None]) @ (wq.double() * ws.double()[:, None]).t()
     problem = gemm_model.problem_of_fp8(xq, wq, xs, ws, None, BF16)
     exact, choice = decisions("fp8_gemm", problem, hw, native)
+    todo = to_time(exact, choice)
     op = "fp8_gemm"
 
     def base(what, name, backend=None, config=None, predicted_us=None, p=problem, o=op):
         return base_record("fp8", shape, index, p, o, what, name, backend, config, predicted_us)
 
-    recs_start = len(bench.records)
-    summary = dict(section="fp8", shape=shape.name, shape_index=index, label=shape.label, kind=shape.kind,
-                   m=m, n=n, k=k, flops=shape.flops, ref_rows=None if rows is None else int(rows.numel()))
+    def candidate(c):
+        bench.measure(base("candidate", candidate_key(c.backend, c.config), c.backend, c.config, c.time_us),
+                      fp8_candidate_fn(c, xq, wq, xs, ws, device), ref, rows)
+
+    summary.update(section="fp8", shape=shape.name, shape_index=index, label=shape.label, kind=shape.kind,
+                   m=m, n=n, k=k, flops=shape.flops, ref_rows=None if rows is None else int(rows.numel()),
+                   candidates_total=len(todo))
     try:
-        auto = bench.measure(base("auto", "mymetaops.fp8_gemm"), lambda: mymetaops.fp8_gemm(xq, wq, xs, ws), ref, rows)
-        for c in to_time(exact, choice):
-            fn = fp8_candidate_fn(c, xq, wq, xs, ws, device)
-            bench.measure(base("candidate", candidate_key(c.backend, c.config), c.backend, c.config, c.time_us),
-                          fn, ref, rows)
-        scaled_mm_why = gemm_model.vendor_available(problem, hw)
-        anchor = None
-        if not scaled_mm_why:
-            sa, sb = xs.reshape(-1, 1), ws.reshape(1, -1)
-            anchor = bench.measure(base("anchor", "_scaled_mm rowwise (default args)"),
-                                   lambda: torch._scaled_mm(xq, wq.t(), sa, sb, out_dtype=BF16), ref, rows)
-            pt = dataclasses.replace(problem, scaling="tensorwise")
-            vendor_t = gemm_model.vendor_estimate(pt, hw).time_us
-            bench.measure(base("anchor", "_scaled_mm tensorwise (default args)", p=pt),
-                          lambda: torch._scaled_mm(xtq, wtq.t(), xts, wts, out_dtype=BF16))
-            # as the dispatch would call it for tensorwise scales: a vendor candidate of that problem
-            bench.measure(base("candidate", "vendor torch._scaled_mm tensorwise (fast accum)", "vendor",
-                               gemm_model.VENDOR_CONFIG["fp8_gemm"], vendor_t, p=pt) | {"what": "tensorwise"},
-                          lambda: torch._scaled_mm(xtq, wtq.t(), xts, wts, out_dtype=BF16, use_fast_accum=True))
-        summary["scaled_mm_na"] = scaled_mm_why or None
-        xd = (xq.float() * xs[:, None]).to(BF16)
-        wd = (wq.float() * ws[:, None]).to(BF16)
-        bench.measure(base("anchor", "torch.mm bf16 (dequantized inputs)", p=None, o="mm"), lambda: torch.mm(xd, wd.t()))
-        del xd, wd
+        if phase == "core":
+            summary["candidates_complete"] = len(todo) == 1
+            bench.measure(base("auto", "mymetaops.fp8_gemm"), lambda: mymetaops.fp8_gemm(xq, wq, xs, ws), ref, rows)
+            candidate(next(c for c in todo if same(c, choice)))
+            scaled_mm_why = gemm_model.vendor_available(problem, hw)
+            summary["scaled_mm_na"] = scaled_mm_why or None
+            if not scaled_mm_why:
+                sa, sb = xs.reshape(-1, 1), ws.reshape(1, -1)
+                bench.measure(base("anchor", SCALED_MM_ROWWISE),
+                              lambda: torch._scaled_mm(xq, wq.t(), sa, sb, out_dtype=BF16), ref, rows)
+                pt = dataclasses.replace(problem, scaling="tensorwise")
+                bench.measure(base("anchor", SCALED_MM_TENSORWISE, p=pt),
+                              lambda: torch._scaled_mm(xtq, wtq.t(), xts, wts, out_dtype=BF16))
+                # as the dispatch would call it for tensorwise scales: the vendor candidate of that problem
+                bench.measure(base("tensorwise", TENSORWISE_FAST, "vendor", gemm_model.VENDOR_CONFIG["fp8_gemm"],
+                                   gemm_model.vendor_estimate(pt, hw).time_us, p=pt),
+                              lambda: torch._scaled_mm(xtq, wtq.t(), xts, wts, out_dtype=BF16, use_fast_accum=True))
+            xd = (xq.float() * xs[:, None]).to(BF16)
+            wd = (wq.float() * ws[:, None]).to(BF16)
+            bench.measure(base("anchor", BF16_DEQUANT, p=None, o="mm"), lambda: torch.mm(xd, wd.t()))
+            del xd, wd
+        else:
+            for c in todo:
+                if not same(c, choice):
+                    candidate(c)
+            summary["candidates_complete"] = True
     except BudgetExhausted:
         summary["partial"] = "budget"
-    recs = bench.records[recs_start:]
-    auto = next((r for r in recs if r["what"] == "auto"), None)
-    if auto is not None:
-        anchor = next((r for r in recs if r["name"] == "_scaled_mm rowwise (default args)"), None)
-        summarize(summary, recs, auto, choice, exact, anchor["time_us"] if anchor else None,
-                  "_scaled_mm rowwise (default args)")
-        for name, field in (("_scaled_mm tensorwise (default args)", "tensorwise_us"),
-                            ("vendor torch._scaled_mm tensorwise (fast accum)", "tensorwise_fast_us"),
-                            ("torch.mm bf16 (dequantized inputs)", "bf16_mm_us")):
-            r = next((r for r in recs if r["name"] == name), None)
-            summary[field] = r["time_us"] if r else None
-        ceiling = FP8_CEILING_TFLOPS.get(hw.name)
-        summary["pct_of_ceiling"] = 100 * auto["tflops"] / ceiling if ceiling and auto["tflops"] else None
-        natives = [r for r in recs if r["backend"] == "native" and r["tflops"] and r["what"] == "candidate"
-                   and (r["rel_err"] is None or r["rel_err"] <= WRONG_REL_ERR)]
-        summary["best_native_tflops"] = max((r["tflops"] for r in natives), default=None)
+    recs = case_records(bench, "fp8", shape, None)
+    auto, _ = summarize(summary, recs, choice, exact, SCALED_MM_ROWWISE)
+    for name, key in ((SCALED_MM_TENSORWISE, "tensorwise_us"), (TENSORWISE_FAST, "tensorwise_fast_us"),
+                      (BF16_DEQUANT, "bf16_mm_us")):
+        r = next((r for r in recs if r["name"] == name), None)
+        summary[key] = r["time_us"] if r else None
+    ceiling = FP8_CEILING_TFLOPS.get(hw.name)
+    summary["pct_of_ceiling"] = 100 * auto["tflops"] / ceiling if auto and ceiling and auto["tflops"] else None
+    natives = [r for r in recs if r["backend"] == "native" and r["tflops"] and r["what"] == "candidate"
+               and (r["rel_err"] is None or r["rel_err"] <= WRONG_REL_ERR)]
+    summary["best_native_tflops"] = max((r["tflops"] for r in natives), default=None)
     return summary
 
 
-def bench_bf16(bench: Bench, shape: Shape, index: int, hw, native: bool, layout: str) -> dict:
+def bench_bf16(bench: Bench, shape: Shape, index: int, hw, native: bool, layout: str, phase: str,
+               summary: dict) -> dict:
     device, (m, n, k) = bench.device, (shape.m, shape.n, shape.k)
     g = torch.Generator(device=device).manual_seed(2000 + index)
     a = torch.randn(m, k, device=device, dtype=BF16, generator=g)
@@ -337,34 +365,41 @@ def bench_bf16(bench: Bench, shape: Shape, index: int, hw, native: bool, layout:
     ref = (a if rows is None else a[rows]).double() @ b.double()
     problem = gemm_model.problem_of_gemm(a, b, None)
     exact, choice = decisions("gemm", problem, hw, native)
+    todo = to_time(exact, choice)
     section = "bf16"
 
     def base(what, name, backend=None, config=None, predicted_us=None):
         return base_record(section, shape, index, problem, "gemm", what, name, backend, config, predicted_us, layout)
 
-    recs_start = len(bench.records)
-    summary = dict(section=section, shape=shape.name, shape_index=index, label=shape.label, kind=shape.kind,
-                   m=m, n=n, k=k, b_layout=layout, flops=shape.flops,
-                   ref_rows=None if rows is None else int(rows.numel()))
-    try:
-        bench.measure(base("auto", "mymetaops.gemm"), lambda: mymetaops.gemm(a, b), ref, rows)
-        anchor = bench.measure(base("anchor", "torch.mm"), lambda: torch.mm(a, b), ref, rows)
-        for c in to_time(exact, choice):
-            if c.backend == "vendor":  # the same call as the anchor: its timing, once
+    def candidate(c):
+        if c.backend == "vendor":  # the same call as the anchor: its timing, once
+            anchor = next((r for r in case_records(bench, section, shape, layout) if r["what"] == "anchor"), None)
+            if anchor is not None:
                 bench.records.append(dict(anchor, **base("candidate", candidate_key(c.backend, c.config), c.backend,
                                                          c.config, c.time_us)))
-                continue
-            bench.measure(base("candidate", candidate_key(c.backend, c.config), c.backend, c.config, c.time_us),
-                          gemm_candidate_fn(c, a, b, device), ref, rows)
+                return
+        bench.measure(base("candidate", candidate_key(c.backend, c.config), c.backend, c.config, c.time_us),
+                      gemm_candidate_fn(c, a, b, device), ref, rows)
+
+    summary.update(section=section, shape=shape.name, shape_index=index, label=shape.label, kind=shape.kind,
+                   m=m, n=n, k=k, b_layout=layout, flops=shape.flops,
+                   ref_rows=None if rows is None else int(rows.numel()), candidates_total=len(todo))
+    try:
+        if phase == "core":
+            summary["candidates_complete"] = len(todo) == 1
+            bench.measure(base("auto", "mymetaops.gemm"), lambda: mymetaops.gemm(a, b), ref, rows)
+            bench.measure(base("anchor", "torch.mm"), lambda: torch.mm(a, b), ref, rows)
+            candidate(next(c for c in todo if same(c, choice)))
+        else:
+            for c in todo:
+                if not same(c, choice):
+                    candidate(c)
+            summary["candidates_complete"] = True
     except BudgetExhausted:
         summary["partial"] = "budget"
-    recs = bench.records[recs_start:]
-    auto = next((r for r in recs if r["what"] == "auto"), None)
-    if auto is not None:
-        anchor = next((r for r in recs if r["what"] == "anchor"), None)
-        summarize(summary, recs, auto, choice, exact, anchor["time_us"] if anchor else None, "torch.mm")
-        ceiling = BF16_CEILING_TFLOPS.get(hw.name)
-        summary["pct_of_ceiling"] = 100 * auto["tflops"] / ceiling if ceiling and auto["tflops"] else None
+    auto, _ = summarize(summary, case_records(bench, section, shape, layout), choice, exact, "torch.mm")
+    ceiling = BF16_CEILING_TFLOPS.get(hw.name)
+    summary["pct_of_ceiling"] = 100 * auto["tflops"] / ceiling if auto and ceiling and auto["tflops"] else None
     return summary
 
 
@@ -388,14 +423,15 @@ def summary_checks(shapes_done: list[dict]) -> list[dict]:
             checks.append(check(f"{section}: auto / {anchor} throughput, minimum ({worst[1]['shape']}"
                                 f"{' ' + worst[1].get('b_layout', '') if section == 'bf16' else ''})",
                                 worst[0], None, at_most=False, fmt="{:.3f}"))
-        rg = [(s["regret"], s) for s in rows if s.get("regret")]
+        rg = [(s["regret"], s) for s in rows if s.get("regret") and s.get("candidates_complete")]
         if rg:
             worst = max(rg, key=lambda t: t[0])
-            checks.append(check(f"{section}: selection regret (auto / fastest measured candidate), geomean",
+            checks.append(check(f"{section}: selection regret (auto / fastest measured candidate), geomean over "
+                                f"{len(rg)} shapes with every candidate timed",
                                 geomean(v for v, _ in rg), None, at_most=True, fmt="{:.3f}"))
             checks.append(check(f"{section}: selection regret, worst ({worst[1]['shape']})", worst[0], None,
                                 at_most=True, fmt="{:.3f}"))
-        cr = [s["choice_regret"] for s in rows if s.get("choice_regret")]
+        cr = [s["choice_regret"] for s in rows if s.get("choice_regret") and s.get("candidates_complete")]
         if cr:
             checks.append(check(f"{section}: kernel-only regret (choice / fastest), geomean", geomean(cr), None,
                                 at_most=True, fmt="{:.3f}"))
@@ -440,6 +476,12 @@ def markdown(meta, report) -> str:
 
     def tf(s, us):
         return _f(s["flops"] / us / 1e6, "{:.0f}") if us else "—"
+
+    def regret(s):
+        shown = _f(s.get("regret"), "{:.3f}")
+        if not s.get("candidates_complete"):
+            shown += f" ({s.get('candidates_timed', 0)}/{s.get('candidates_total', '?')} timed)"
+        return shown
     for s in (s for s in shapes_done if s["section"] == "fp8"):
         sm = "n/a" if s.get("scaled_mm_na") else tf(s, s.get("anchor_us"))
         lines.append(
@@ -448,9 +490,8 @@ def markdown(meta, report) -> str:
             f"{'n/a' if s.get('scaled_mm_na') else tf(s, s.get('tensorwise_us'))} | {tf(s, s.get('bf16_mm_us'))} | "
             f"{s.get('choice', '—')} ({_f(s.get('choice_predicted_us'))} / {_f(s.get('choice_us'))}) | "
             f"{s.get('fastest') or '—'} ({_f(s.get('fastest_predicted_us'))} / {_f(s.get('fastest_us'))}) | "
-            f"{_f(s.get('regret'), '{:.3f}')} | {_f(s.get('pct_of_ceiling'), '{:.0f}%')} | "
-            f"{_f(s.get('auto_rel_err'), '{:.1e}')}{' (rows sampled)' if s.get('ref_rows') else ''}"
-            f"{' PARTIAL' if s.get('partial') else ''} |")
+            f"{regret(s)} | {_f(s.get('pct_of_ceiling'), '{:.0f}%')} | "
+            f"{_f(s.get('auto_rel_err'), '{:.1e}')}{' (rows sampled)' if s.get('ref_rows') else ''} |")
     na = [s["shape"] for s in shapes_done if s["section"] == "fp8" and s.get("scaled_mm_na")]
     if na:
         lines += ["", f"n/a: torch._scaled_mm cannot run these ({'; '.join(sorted(set(na)))}): "
@@ -468,8 +509,8 @@ def markdown(meta, report) -> str:
                 f"{tf(s, s.get('anchor_us'))} | {_f(s.get('speedup_vs_anchor'), '{:.2f}x')} | "
                 f"{s.get('choice', '—')} ({_f(s.get('choice_predicted_us'))} / {_f(s.get('choice_us'))}) | "
                 f"{s.get('fastest') or '—'} ({_f(s.get('fastest_predicted_us'))} / {_f(s.get('fastest_us'))}) | "
-                f"{_f(s.get('regret'), '{:.3f}')} | {_f(s.get('pct_of_ceiling'), '{:.0f}%')} | "
-                f"{_f(s.get('auto_rel_err'), '{:.1e}')}{' PARTIAL' if s.get('partial') else ''} |")
+                f"{regret(s)} | {_f(s.get('pct_of_ceiling'), '{:.0f}%')} | "
+                f"{_f(s.get('auto_rel_err'), '{:.1e}')} |")
     bad = [(s["section"], s["shape"], s.get("b_layout"), what, key, v) for s in shapes_done
            for what, lst in (("wrong", s.get("wrong_candidates", [])), ("failed", s.get("failed_candidates", [])))
            for key, v in lst]
@@ -551,45 +592,60 @@ def run(args, device) -> tuple[dict, dict, Path]:
         meta["native_kernels_built"] = short_error(e)
     bench = Bench(args, device, started)
     report = dict(shapes=[], records=bench.records, checks=[], notes=[], skipped=[], aborted=None)
+    cases = []  # (shape, index, section, layout)
     for index, shape in enumerate(shapes):
-        if bench.over_budget():
-            report["skipped"] = [s.name for s in shapes[index:]]
-            print(f"budget of {args.budget_s:.0f} s spent: skipping {len(shapes) - index} shapes", flush=True)
-            break
-        t0 = time.monotonic()
-        try:
-            report["shapes"].append(bench_fp8(bench, shape, index, hw, native, report["notes"]))
-            if not args.no_bf16:
-                layouts = ["k_contiguous"] + (["n_contiguous"] if shape.b_n_contiguous else [])
-                for layout in layouts:
-                    if bench.over_budget():
-                        break
-                    report["shapes"].append(bench_bf16(bench, shape, index, hw, native, layout))
-        except DeviceLost as e:
-            report["aborted"] = str(e)
-            print(f"ABORTED: {e}", flush=True)
-            break
-        except Exception as e:  # noqa: BLE001  (a shape that cannot run at all: reported, the rest still run)
-            report["shapes"].append(dict(section="error", shape=shape.name, shape_index=index, kind=shape.kind,
-                                         error=short_error(e)))
-            report["notes"].append(f"{shape.name}: {short_error(e)}")
-            print(f"{shape.name}: {short_error(e)}", flush=True)
-            lost = cuda_usable(device)
-            if lost:
-                report["aborted"] = f"{shape.name}: device unusable: {lost}"
+        cases.append((shape, index, "fp8", None))
+        if not args.no_bf16:
+            cases += [(shape, index, "bf16", layout)
+                      for layout in ["k_contiguous"] + (["n_contiguous"] if shape.b_n_contiguous else [])]
+    summaries = {}  # (section, shape, layout) -> its summary, in suite order
+    for phase in ("core", "rest"):
+        for number, (shape, index, section, layout) in enumerate(cases):
+            key = (section, shape.name, layout)
+            if phase == "rest" and (key not in summaries or summaries[key].get("candidates_complete")
+                                    or summaries[key].get("section") == "error"):
+                continue
+            if bench.over_budget():
+                left = [c for c in cases[number:] if phase == "core" or (c[2], c[0].name, c[3]) in summaries]
+                what = "auto and anchors" if phase == "core" else "the other candidates"
+                report["skipped"] += [f"{c[2]} {c[0].name}{' ' + c[3] if c[3] else ''} ({what})" for c in left]
+                print(f"budget of {args.budget_s:.0f} s spent: {what} not run for {len(left)} cases", flush=True)
                 break
-        finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        done = [s for s in report["shapes"] if s["shape"] == shape.name]
-        print(f"[{time.monotonic() - started:6.1f} s] {shape.name:>20} {shape.kind:8} "
-              + "  ".join(f"{s['section']}{'/' + s['b_layout'][0] if s.get('b_layout') else ''}: auto "
-                          f"{_f(s.get('auto_tflops'), '{:.0f}')} TFLOP/s, x{_f(s.get('speedup_vs_anchor'), '{:.2f}')} "
-                          f"anchor, regret {_f(s.get('regret'), '{:.3f}')}" for s in done)
-              + f"  ({time.monotonic() - t0:.1f} s)", flush=True)
-        report["checks"] = summary_checks(report["shapes"])
-        report["elapsed_s"] = time.monotonic() - started
-        write(prefix, meta, report)
+            t0 = time.monotonic()
+            summary = summaries.setdefault(key, {})
+            try:
+                if section == "fp8":
+                    bench_fp8(bench, shape, index, hw, native, report["notes"], phase, summary)
+                else:
+                    bench_bf16(bench, shape, index, hw, native, layout, phase, summary)
+            except DeviceLost as e:
+                report["aborted"] = str(e)
+                print(f"ABORTED: {e}", flush=True)
+            except Exception as e:  # noqa: BLE001  (a case that cannot run at all: reported, the rest still run)
+                summary.update(section="error", shape=shape.name, shape_index=index, kind=shape.kind,
+                               b_layout=layout, error=f"{section}: {short_error(e)}")
+                report["notes"].append(f"{section} {shape.name}{' ' + layout if layout else ''}: {short_error(e)}")
+                print(f"{section} {shape.name}: {short_error(e)}", flush=True)
+                lost = cuda_usable(device)
+                if lost:
+                    report["aborted"] = f"{shape.name}: device unusable: {lost}"
+            finally:
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            s_ = summary
+            print(f"[{time.monotonic() - started:6.1f} s] {phase:4} {section:4} {shape.name:>18} {layout or '':12} "
+                  f"auto {_f(s_.get('auto_tflops'), '{:.0f}')} TFLOP/s, x{_f(s_.get('speedup_vs_anchor'), '{:.2f}')} "
+                  f"anchor, regret {_f(s_.get('regret'), '{:.3f}')} ({s_.get('candidates_timed', 0)}/"
+                  f"{s_.get('candidates_total', '?')} candidates; {time.monotonic() - t0:.1f} s)", flush=True)
+            report["shapes"] = list(summaries.values())
+            report["checks"] = summary_checks(report["shapes"])
+            report["elapsed_s"] = time.monotonic() - started
+            write(prefix, meta, report)
+            if report["aborted"]:
+                break
+        if report["aborted"]:
+            break
+    report["shapes"] = list(summaries.values())
     report["checks"] = summary_checks(report["shapes"])
     report["elapsed_s"] = time.monotonic() - started
     write(prefix, meta, report)
