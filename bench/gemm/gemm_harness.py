@@ -119,6 +119,8 @@ def hardware(device: torch.device):
 
 
 def _git_revision() -> str | None:
+    if os.environ.get("MYMETAOPS_REVISION"):  # the device machine's copy may have no .git: say it here
+        return os.environ["MYMETAOPS_REVISION"]
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True,
                              text=True, timeout=10)

@@ -1,7 +1,7 @@
 """Run the GEMM family's benchmarks in one call, each in its own process under a time limit, then
 calibrate the model from the table, and print a short summary table LAST.
 
-    python bench/gemm/run_all.py [--out-dir bench/results] [--budget-s 450] [--quick] [--only a,b]
+    python bench/gemm/run_all.py [--out-dir bench/results] [--budget-s 420] [--quick] [--only a,b]
     python bench/gemm/run_all.py --dry-run      # CPU: every script's plumbing, fake timings (under /tmp)
 
 Sections, in order, with their own limits (a section's script stops itself within its budget; the
@@ -11,7 +11,10 @@ process is killed past budget + a margin, and the others still run):
   gemm_table  the suite: auto vs every candidate and the anchors (budget 240 s; --quick 150 s)
   train_mlp   bf16 vs Fp8Linear loss curves (~20 s; budget 90 s)
   calibrate   the model's constants refitted from gemm_table's JSON (CPU, ~10 s)
-One process per section: a sticky CUDA error in one (a faulting kernel) cannot take the others down.
+Each section's budget is also capped so that the ones after it keep a reserve (RESERVE_S): with
+--budget-s 300, gemm_table gets about 195 s. One process per section: a sticky CUDA error in one
+(a faulting kernel) cannot take the others down. MYMETAOPS_REVISION, if set, is recorded as the
+revision (the device machine's copy may have no .git).
 Outputs: <out-dir>/<date>-<gpu>-gemm.{json,md} (the table), -gemm-host_cost, -gemm-first_call,
 -fp8-training.{json,md,png|svg}, -gemm-calibration.json and -gemm-summary.md.
 """
@@ -30,6 +33,9 @@ sys.path.insert(0, str(HERE))
 from gemm_harness import RESULTS, checks_markdown, default_prefix, device_of, meta_line, run_meta  # noqa: E402
 
 # name: (script, output suffix, budget s (normal, quick), kill margin s, minimum s worth starting)
+# A section's budget is also capped so that the sections after it keep RESERVE_S each.
+RESERVE_S = {"host_cost": 20, "first_call": 45, "gemm_table": 60, "train_mlp": 30, "calibrate": 15}
+STARTUP_S = 10  # a child's imports and CUDA context, before its own clock starts
 SECTIONS = {
     "host_cost": ("host_cost.py", "gemm-host_cost", (45, 30), 15, 10),
     "first_call": ("first_call.py", "gemm-first_call", (60, 45), 30, 15),
@@ -42,7 +48,8 @@ BUDGETED = {"first_call", "gemm_table", "train_mlp"}  # take --budget-s themselv
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", help=f"default {RESULTS} (dry runs: /tmp/mymetaops-bench)")
-    parser.add_argument("--budget-s", type=float, default=450.0, help="all sections together (default 450)")
+    parser.add_argument("--budget-s", type=float, default=420.0,
+                        help="all sections together (default 420): the GPU call's limit minus the build")
     parser.add_argument("--quick", action="store_true", help="smaller budgets and shorter timing windows")
     parser.add_argument("--only", help="comma-separated: " + ", ".join(SECTIONS) + ", calibrate")
     parser.add_argument("--no-calibrate", action="store_true")
@@ -93,10 +100,14 @@ def main(argv=None):
         return out_dir / default_prefix(meta, suffix).name
 
     results = {}
-    for name in [n for n in SECTIONS if n in names]:
+    order = [n for n in [*SECTIONS, "calibrate"] if n in names]
+    for i, name in enumerate(order):
+        if name == "calibrate":
+            continue
         _, suffix, budgets, margin, minimum = SECTIONS[name]
         left = args.budget_s - (time.monotonic() - started)
-        budget = min(budgets[1] if args.quick else budgets[0], left - margin)
+        later = sum(RESERVE_S[n] for n in order[i + 1:])
+        budget = min(budgets[1] if args.quick else budgets[0], left - later - STARTUP_S)
         if budget < minimum:
             results[name] = dict(status=f"skipped: {left:.0f} s left of --budget-s", elapsed_s=0.0, checks=[])
             continue
