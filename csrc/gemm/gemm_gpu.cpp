@@ -119,10 +119,12 @@ at::Tensor fp8_gemm_cuda(const at::Tensor& xq_in, const at::Tensor& wq_in, const
   const int64_t m = c.xq.size(0), n = c.wq.size(0), k = c.xq.size(1);
   const int64_t out_code = static_cast<int64_t>(launcher_dtype(c.out_dtype));
   const int64_t fnuz = c.xq.scalar_type() == at::kFloat8_e4m3fnuz;
-  const int64_t n16 = n % 16 == 0;
+  // The vendor op needs 16 | N, the native NVIDIA kernels 8 | N: the bucket keeps which holds.
+  const int64_t n_align = n % 16 == 0 ? 2 : n % 8 == 0 ? 1 : 0;
   const dispatch::Key key = dispatch::make_key(
       kFp8Gemm, c.xq.device(),
-      {fnuz, c.rowwise, out_code, c.bias.defined(), n16, size_bucket(m), size_bucket(n), size_bucket(k)});
+      {fnuz, c.rowwise, out_code, c.bias.defined(), n_align, size_bucket(m), size_bucket(n),
+       size_bucket(k)});
   const Decision d = dispatch::decide(key, {m, n, k, fnuz, c.rowwise, out_code, c.bias.defined()});
   switch (d.backend) {
     case Backend::kNative:

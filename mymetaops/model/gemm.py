@@ -31,8 +31,8 @@ from mymetaops.configs import NativeGemmConfig, ScaledMmConfig, TorchMmConfig, T
 
 from . import costs
 from .family import Estimate, Family, register
-from .gemm_kernels import (DEFAULT_NATIVE_COST, NATIVE_COST, TRITON_CONFIGS, TRITON_COST, KernelCost,
-                           KernelRow, native_table)
+from .gemm_kernels import (DEFAULT_NATIVE_COST, NATIVE_COST, NATIVE_FP8_N_MULTIPLE, NATIVE_FP8_OUT,
+                           TRITON_CONFIGS, TRITON_COST, KernelCost, KernelRow, native_table)
 from .hardware import HardwareSpec
 
 OPS = ("fp8_gemm", "gemm")
@@ -122,6 +122,11 @@ def size_bucket(x: int) -> int:
     return 16384 + math.floor(16 * math.log2(x))
 
 
+def n_alignment(n: int) -> int:
+    """csrc/gemm/gemm_gpu.cpp: 2 when 16 divides N, 1 when 8 does, else 0."""
+    return 2 if n % 16 == 0 else 1 if n % 8 == 0 else 0
+
+
 def bucket_size(b: int) -> int:
     """The representative size of a bucket: its upper end."""
     return b if b <= 16384 else math.floor(2 ** ((b - 16384 + 1) / 16))
@@ -193,6 +198,10 @@ def _split_choices(p: GemmProblem, tk: int, max_split: int, slots: int, tiles: i
 def native_rows(p: GemmProblem, hw: HardwareSpec) -> list[tuple[int, KernelRow]]:
     table = native_table(hw.vendor)
     rows = []
+    if p.input == "fp8" and (p.out_dtype not in NATIVE_FP8_OUT[hw.vendor]
+                             or p.n % NATIVE_FP8_N_MULTIPLE[hw.vendor]
+                             or p.fp8_format != ("e4m3fnuz" if hw.arch == "gfx942" else "e4m3fn")):
+        return rows
     for index, row in enumerate(table):
         if row.arch != hw.arch or row.input != p.input:
             continue
@@ -363,15 +372,15 @@ class GemmFamily(Family):
         sizes = (size_bucket(p.m), size_bucket(p.n), size_bucket(p.k))
         if op == FP8_GEMM:
             return (int(p.fp8_format == "e4m3fnuz"), int(p.scaling == "rowwise"), DTYPE_IDS[p.out_dtype],
-                    int(p.has_bias), int(p.n % 16 == 0), *sizes)
+                    int(p.has_bias), n_alignment(p.n), *sizes)
         return (DTYPE_IDS[p.input], LAYOUTS.index(p.b_layout), int(p.native_layout), int(p.has_bias), *sizes)
 
     def problem_from_key(self, op, key):
         if op == FP8_GEMM:
-            fnuz, rowwise, out, bias, n16, mb, nb, kb = key
-            n = bucket_size(nb)
-            if not n16:  # keep the representative's N % 16 as the call's (the vendor op needs 16 | N)
-                n -= 8
+            fnuz, rowwise, out, bias, n_align, mb, nb, kb = key
+            # The representative keeps the call's N % 16 and N % 8 (the vendor op needs 16 | N, the
+            # native NVIDIA kernels 8 | N); bucket sizes are multiples of 16.
+            n = bucket_size(nb) - {2: 0, 1: 8, 0: 4}[n_align]
             return GemmProblem(bucket_size(mb), n, bucket_size(kb), "fp8", DTYPE_NAMES[out],
                                "rowwise" if rowwise else "tensorwise", bool(bias),
                                "e4m3fnuz" if fnuz else "e4m3fn")

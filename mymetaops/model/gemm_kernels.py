@@ -47,8 +47,27 @@ def _rows(arch: str, *rows: tuple) -> tuple[KernelRow, ...]:
     return tuple(KernelRow(*row, arch=arch) for row in rows)
 
 
-# Filled from cuda/gemm's table (same order: the index is the kernel id).
-CUDA_KERNELS: tuple[KernelRow, ...] = ()
+# cuda/gemm/gemm_table.cu (same order: the index is the kernel id). CUTLASS 3.x warp-specialized
+# TMA kernels, 12 warps (a producer and two consumer warpgroups); FP8 rows write bf16 and need
+# N % 8 == 0 (TMA store of out rows). The split-K rows are the stream-K instances run with a
+# fixed split (split 1: plain persistent tiles).
+CUDA_KERNELS: tuple[KernelRow, ...] = _rows(
+    "sm_90a",
+    ("fp8_128x256x128_c2x1_coop", "fp8", 128, 256, 128, 2, 1, "persistent", 4, 1, 12, True),
+    ("fp8_256x128x128_c1x2_coop", "fp8", 256, 128, 128, 1, 2, "persistent", 4, 1, 12, True),
+    ("fp8_128x128x128_c2x1_pingpong", "fp8", 128, 128, 128, 2, 1, "persistent", 6, 1, 12, True),
+    ("fp8_128x128x128_c1x2_streamk", "fp8", 128, 128, 128, 1, 2, "stream_k", 6, 1, 12, True),
+    ("fp8_128x128x128_c1x2_splitk", "fp8", 128, 128, 128, 1, 2, "persistent", 6, 16, 12, True),
+    ("fp8_64x128x128_pingpong", "fp8", 64, 128, 128, 1, 1, "persistent", 9, 1, 12, True),
+    ("fp8_128x64x128_streamk", "fp8", 128, 64, 128, 1, 1, "stream_k", 8, 1, 12, True),
+    ("fp8_128x64x128_splitk", "fp8", 128, 64, 128, 1, 1, "persistent", 8, 16, 12, True),
+    ("bf16_128x256x64_c2x1_coop", "bf16", 128, 256, 64, 2, 1, "persistent", 4, 1, 12, False),
+    ("bf16_128x128x64_pingpong", "bf16", 128, 128, 64, 1, 1, "persistent", 6, 1, 12, False),
+)
+# What the native kernels write, by vendor (cuda/gemm: bf16 only; hip/gemm: bf16, fp16, fp32), and
+# the N they need: N % 8 == 0 for the TMA store of CUTLASS's epilogue.
+NATIVE_FP8_OUT = {"nvidia": ("bf16",), "amd": ("bf16", "fp16", "fp32")}
+NATIVE_FP8_N_MULTIPLE = {"nvidia": 8, "amd": 1}
 # hip/gemm/fp8_gemm.hip's table; each row runs on the arch it names (the other arch's row is a
 # LaunchError there). No native bf16/fp16 GEMM on HIP yet: hipBLASLt and Triton cover it.
 HIP_KERNELS: tuple[KernelRow, ...] = (
