@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -108,10 +107,6 @@ def sample_rows(m: int, n: int, k: int, device) -> torch.Tensor | None:
         return None
     r = max(1, min(m, REF_MACS // max(1, n * k)))
     return torch.linspace(0, m - 1, r, device=device).round().long().unique()
-
-
-def reference(a64_rows_fn, b64_fn):
-    return a64_rows_fn() @ b64_fn()
 
 
 def rel_err(out, ref, rows) -> float | None:

@@ -129,7 +129,7 @@ def main(argv=None):
                 fit = json.loads(Path(f"{prefix('gemm-calibration')}.json").read_text())
                 if fit.get("median_abs_log_err_before") is not None:
                     from gemm_harness import check
-                    checks = [check("model: median |log(predicted / measured)|, current constants",
+                    checks = [check("model: median abs(log(predicted / measured)), current constants",
                                     fit["median_abs_log_err_before"], None, True, "{:.3f}"),
                               check("model: the same after calibrate.py's fit", fit["median_abs_log_err_after"],
                                     None, True, "{:.3f}")]
