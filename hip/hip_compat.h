@@ -412,4 +412,74 @@ inline const char* launch_error() {
   return error == hipSuccess ? nullptr : hipGetErrorString(error);
 }
 
+// ---------------------------------------------------------------------------------------------
+// FP8 quantize (hip/gemm/quantize_fp8.hip): the tensorwise grid barrier and its grid size.
+
+// Agent (device) scope acquire load and release store of a 32-bit workspace word.
+#if defined(__HIP_PLATFORM_AMD__)
+__device__ inline uint32_t load_acquire_device(const uint32_t* p) {
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT);
+}
+__device__ inline void store_release_device(uint32_t* p, uint32_t value) {
+  __hip_atomic_store(p, value, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
+}
+__device__ inline void spin_pause() { __builtin_amdgcn_s_sleep(1); }
+// HIP 5.2's __threadfence() calls the device library's __atomic_work_item_fence (not linked).
+__device__ inline void fence_device() { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
+#else
+__device__ inline uint32_t load_acquire_device(const uint32_t* p) {
+  uint32_t value;
+  asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
+  return value;
+}
+__device__ inline void store_release_device(uint32_t* p, uint32_t value) {
+  asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(value) : "memory");
+}
+__device__ inline void spin_pause() { __nanosleep(64); }
+__device__ inline void fence_device() { __threadfence(); }
+#endif
+
+// Blocks of `threads` threads of `kernel` (no dynamic LDS) that the current device holds at once,
+// over all its CUs/SMs (>= 1); nullptr or the runtime's error.
+template <typename Kernel>
+inline const char* max_resident_blocks(Kernel kernel, int threads, int* blocks) {
+#if defined(__HIP_PLATFORM_AMD__)
+  int device = 0, per_cu = 0, cus = 0;
+  if (hipGetDevice(&device) != hipSuccess ||
+      hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_cu, kernel, threads, 0) != hipSuccess ||
+      hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, device) != hipSuccess)
+    return launch_error();
+#else
+  int device = 0, per_cu = 0, cus = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_cu, kernel, threads, 0) != cudaSuccess ||
+      cudaDeviceGetAttribute(&cus, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return launch_error();
+#endif
+  *blocks = per_cu * cus > 0 ? per_cu * cus : 1;
+  return nullptr;
+}
+
+// The calling thread's current device (its index), for per-device caches.
+inline const char* current_device(int* device) {
+#if defined(__HIP_PLATFORM_AMD__)
+  return hipGetDevice(device) == hipSuccess ? nullptr : launch_error();
+#else
+  return cudaGetDevice(device) == cudaSuccess ? nullptr : launch_error();
+#endif
+}
+
+// Zeroes `bytes` at p, in order on `stream`.
+inline const char* memset_zero_async(void* p, size_t bytes, void* stream) {
+#if defined(__HIP_PLATFORM_AMD__)
+  return hipMemsetAsync(p, 0, bytes, static_cast<hipStream_t>(stream)) == hipSuccess
+             ? nullptr
+             : launch_error();
+#else
+  return cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream)) == cudaSuccess
+             ? nullptr
+             : launch_error();
+#endif
+}
+
 }  // namespace mymetaops::hip_compat
