@@ -23,12 +23,13 @@ print(os.path.join(list(spec.submodule_search_locations)[0], "source"))')" ||
   echo "check_cuda: CUTLASS headers not found: $PYTHON -m pip install nvidia-cutlass==4.2.0" >&2
   exit 1
 fi
-# The flags the build passes too (setup.py, torch's cpp_extension); keep them in step: C++20 (torch
-# >= 2.13 compiles extensions as C++20), NDEBUG (no device assert(): ptxas would serialize wgmma,
+# The flags the build passes too (setup.py, torch's cpp_extension); keep them in step: C++17, the
+# standard torch < 2.13 compiles extensions with (torch >= 2.13 uses C++20: code valid in both),
+# NDEBUG (no device assert(): ptxas would serialize wgmma,
 # warning C7510), CUTLASS as system headers (its warnings are not ours; ptxas' still fail the
 # check), and torch's COMMON_NVCC_FLAGS.
 BUILD_FLAGS=(
-  -std=c++20 -O3 -DNDEBUG -I csrc/include
+  -std=c++17 -O3 -DNDEBUG -I csrc/include
   -isystem "$CUTLASS_SOURCE/include" -isystem "$CUTLASS_SOURCE/tools/util/include"
   -D__CUDA_NO_HALF_OPERATORS__ -D__CUDA_NO_HALF_CONVERSIONS__ -D__CUDA_NO_BFLOAT16_CONVERSIONS__
   -D__CUDA_NO_HALF2_OPERATORS__ --expt-relaxed-constexpr

@@ -76,10 +76,10 @@ struct GemmInstance {
 };
 
 // Defined (specialized) by the instance files, one per TileConfig.
-template <TileConfig kTile>
+template <const TileConfig& kTile>
 const Fp8Instance& fp8_instance();
 // w_kn: B is w[K, N] (N contiguous) instead of w[N, K].
-template <TileConfig kTile, bool kWKn>
+template <const TileConfig& kTile, bool kWKn>
 const GemmInstance& bf16_instance();
 
 }  // namespace gemm

@@ -45,7 +45,7 @@ using Problem = Shape<int, int, int, int>;  // M, N, K, batch
 using RowMajor = cutlass::layout::RowMajor;
 using ColumnMajor = cutlass::layout::ColumnMajor;
 
-template <TileConfig kTile>
+template <const TileConfig& kTile>
 struct Shapes {
   using Tile = Shape<Int<kTile.m>, Int<kTile.n>, Int<kTile.k>>;
   using Cluster = Shape<Int<kTile.cluster_m>, Int<kTile.cluster_n>, _1>;
@@ -69,7 +69,7 @@ struct Shapes {
 
 // The kernel around a mainloop and an epilogue: the largest pipeline the smem left by the
 // epilogue holds.
-template <TileConfig kTile, class Element, class LayoutB, class MainloopSchedule, class Epilogue>
+template <const TileConfig& kTile, class Element, class LayoutB, class MainloopSchedule, class Epilogue>
 struct Assemble {
   using S = Shapes<kTile>;
   static constexpr int kAlign = 16 / static_cast<int>(sizeof(Element));  // 16-byte TMA rows
@@ -86,7 +86,7 @@ struct Assemble {
   static constexpr int32_t kWarps = Kernel::MaxThreadsPerBlock / 32;
 };
 
-template <TileConfig kTile, class Fusion>
+template <const TileConfig& kTile, class Fusion>
 using BuildEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Shapes<kTile>::Tile,
     typename Shapes<kTile>::Cluster, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
@@ -99,7 +99,7 @@ constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 // FP8: D = bf16(w_scale[n] * (x_scale[m] * acc) + bias[n]). The scale broadcasts take their
 // stride as a run-time bool: true walks the [M] / [N] vector (rowwise), false repeats element 0
 // (tensorwise), so one instance serves both. A null bias reads as 0.
-template <TileConfig kTile>
+template <const TileConfig& kTile>
 struct Fp8Kernel {
   using Tile = typename Shapes<kTile>::Tile;
   using XScale = fusion::Sm90ColBroadcast<0, Tile, float, float, Stride<bool, _0, _0>>;
@@ -116,7 +116,7 @@ struct Fp8Kernel {
 };
 
 // bf16: D = bf16(acc + bias[n]); B is w[N, K] (column-major K x N) or, kWKn, w[K, N].
-template <TileConfig kTile, bool kWKn>
+template <const TileConfig& kTile, bool kWKn>
 struct Bf16Kernel {
   using Tile = typename Shapes<kTile>::Tile;
   using Bias = fusion::Sm90RowBroadcast<0, Tile, cutlass::bfloat16_t, float, Stride<_0, _1, _0>>;
@@ -230,7 +230,7 @@ LaunchError run(const typename Gemm::Arguments& a, void* workspace, int device,
   return status == cutlass::Status::kSuccess ? nullptr : "native GEMM: CUTLASS launch failed";
 }
 
-template <TileConfig kTile>
+template <const TileConfig& kTile>
 const Fp8Instance& fp8_entry() {
   using K = Fp8Kernel<kTile>;
   using Gemm = typename K::Gemm;
@@ -245,7 +245,7 @@ const Fp8Instance& fp8_entry() {
   return instance;
 }
 
-template <TileConfig kTile, bool kWKn>
+template <const TileConfig& kTile, bool kWKn>
 const GemmInstance& bf16_entry() {
   using K = Bf16Kernel<kTile, kWKn>;
   using Gemm = typename K::Gemm;
