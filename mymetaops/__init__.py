@@ -22,7 +22,7 @@ _LAZY = {  # attribute: (module, name in it, or None for the module itself)
     "fp8_gemm": ("mymetaops.ops.gemm", "fp8_gemm"),
     "gemm": ("mymetaops.ops.gemm", "gemm"),
     "fp8_linear": ("mymetaops.ops.gemm", "fp8_linear"),
-    "explain": ("mymetaops.explain", "explain"),
+    "explain": ("mymetaops._explain", "explain"),
     "nn": ("mymetaops.nn", None),
     "ops": ("mymetaops.ops", None),
     "model": ("mymetaops.model", None),

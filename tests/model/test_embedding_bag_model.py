@@ -288,13 +288,13 @@ def test_regret_is_zero_on_representatives():
 # --- explain: what the dispatch would run for a call ----------------------------------------------
 
 def explain_call(*args, **kwargs):
-    from mymetaops.explain import explain
+    from mymetaops import explain
     return explain("embedding_bag", *args, print_result=False, **kwargs)
 
 
 def test_explain_builds_the_problem_from_meta_tensors_and_decides_for_the_bucket(capsys):
     torch = pytest.importorskip("torch")
-    from mymetaops.explain import explain
+    from mymetaops import explain
     weight = torch.empty(1_000_000, 64, dtype=torch.bfloat16, device="meta")
     indices = torch.empty(40_000, dtype=torch.int32, device="meta")
     offsets = torch.empty(2_000, dtype=torch.int32, device="meta")
@@ -341,7 +341,7 @@ def test_explain_alignment_of_real_tensors():
 
 def test_explain_errors():
     torch = pytest.importorskip("torch")
-    from mymetaops.explain import explain
+    from mymetaops import explain
     with pytest.raises(ValueError, match="unknown op"):
         explain("jagged_softmax", device="H200")
     weight = torch.empty(10, 4, device="meta")

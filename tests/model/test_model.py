@@ -121,7 +121,7 @@ def test_cli_hardware_table_and_unknown_device():
 
 
 def test_the_model_and_explain_import_nothing_heavy():
-    code = ("import sys, mymetaops.explain, mymetaops.model; "
+    code = ("import sys, mymetaops._explain, mymetaops.model; "
             "print(sorted(m for m in ('torch', 'triton', 'mymetaops._C', 'mymetaops.ops') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
