@@ -43,6 +43,8 @@ EFF_RANGE = (0.05, 1.0)
 OVERHEAD_RANGE = (0.0, 20.0)
 GRID_EFF = [round(0.05 * i, 2) for i in range(1, 21)]
 GRID_OVERHEAD = [0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]
+FIXED_RANGE = (0.0, 30.0)
+GRID_FIXED = [0.0, 2.0, 5.0, 10.0]
 
 
 @dataclass
@@ -103,11 +105,12 @@ def make_predictor(row: Row, hw):
         split = 1 if k.schedule == "stream_k" else c.split_k
         tiling = gm.Tiling(k.tile_m, k.tile_n, k.tile_k, k.cluster_m, k.cluster_n, k.schedule, split)
         launch = costs.launch_us(hw, "native")
-        return lambda cost: gm.tile_estimate(p, hw, tiling, cost, launch, "").time_us
+        return lambda cost: gm.tile_estimate(p, hw, tiling, cost, launch, "", gm.HOST_US["native"],
+                                             hw.vendor == "nvidia").time_us
     if row.backend == "triton":
         tiling = gm.Tiling(c.block_m, c.block_n, c.block_k, 1, 1, "persistent" if c.persistent else "data_parallel", 1)
         launch = costs.launch_us(hw, "triton")
-        return lambda cost: gm.tile_estimate(p, hw, tiling, cost, launch, "").time_us
+        return lambda cost: gm.tile_estimate(p, hw, tiling, cost, launch, "", gm.HOST_US["triton"]).time_us
     return lambda cost: _patched(row.group, hw.vendor, cost, lambda: gm.vendor_estimate(p, hw).time_us)
 
 
@@ -162,22 +165,26 @@ def objective(rows, cost):
 
 
 def fit(rows, start: gk.KernelCost) -> gk.KernelCost:
-    """Grid, then a pattern search from the best grid point (and from the current constants)."""
-    candidates = [(objective(rows, gk.KernelCost(e, o)), e, o) for e in GRID_EFF for o in GRID_OVERHEAD]
-    candidates.append((objective(rows, start), start.mma_efficiency, start.tile_overhead_us))
-    best, e, o = min(candidates)
-    de, do = 0.025, 0.25
+    """Grid, then a pattern search (efficiency, per-tile overhead, fixed cost per call) from the
+    best grid point (and from the current constants)."""
+    candidates = [(objective(rows, gk.KernelCost(e, o, "", f)), e, o, f)
+                  for e in GRID_EFF for o in GRID_OVERHEAD for f in GRID_FIXED]
+    candidates.append((objective(rows, start), start.mma_efficiency, start.tile_overhead_us, start.fixed_us))
+    best, e, o, f = min(candidates)
+    de, do, df = 0.025, 0.25, 0.5
+    steps = [(a, b, c) for a in (-1, 0, 1) for b in (-1, 0, 1) for c in (-1, 0, 1) if (a, b, c) != (0, 0, 0)]
     while de > 5e-4:
         moved = False
-        for se, so in ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1)):
+        for se, so, sf in steps:
             ne = min(max(e + se * de, EFF_RANGE[0]), EFF_RANGE[1])
             no = min(max(o + so * do, OVERHEAD_RANGE[0]), OVERHEAD_RANGE[1])
-            value = objective(rows, gk.KernelCost(ne, no))
+            nf = min(max(f + sf * df, FIXED_RANGE[0]), FIXED_RANGE[1])
+            value = objective(rows, gk.KernelCost(ne, no, "", nf))
             if value < best - 1e-12:
-                best, e, o, moved = value, ne, no, True
+                best, e, o, f, moved = value, ne, no, nf, True
         if not moved:
-            de, do = de / 2, do / 2
-    return gk.KernelCost(round(e, 3), round(o, 3), "[M]")
+            de, do, df = de / 2, do / 2, df / 2
+    return gk.KernelCost(round(e, 3), round(o, 3), "[M]", round(f, 2))
 
 
 def median_abs(values):
@@ -196,7 +203,8 @@ def fit_all(rows, hw, min_rows):
 
 
 def _kc(c: gk.KernelCost, tag=True) -> str:
-    return f"KernelCost({c.mma_efficiency:.3f}, {c.tile_overhead_us:.3f}{', ' + repr(c.tag) if tag else ''})"
+    tail = f", {c.tag!r}, {c.fixed_us:.2f}" if tag else (f", '[A]', {c.fixed_us:.2f}" if c.fixed_us else "")
+    return f"KernelCost({c.mma_efficiency:.3f}, {c.tile_overhead_us:.3f}{tail})"
 
 
 def source_lines(fitted, hw) -> list[str]:
@@ -268,8 +276,8 @@ def run(path: Path, min_rows: int, out: Path | None = None):
     result = dict(source=str(path), hardware=hw.name, rows=len(rows), left_out=len(skipped),
                   median_abs_log_err_before=mb, median_abs_log_err_after=ma,
                   holdout_before=hb, holdout_after=ha,
-                  fitted={f"{g[0]} {g[1]}": [c.mma_efficiency, c.tile_overhead_us] for g, c in fitted.items()},
-                  fitted_even={f"{g[0]} {g[1]}": [c.mma_efficiency, c.tile_overhead_us] for g, c in fitted_even.items()},
+                  fitted={f"{g[0]} {g[1]}": [c.mma_efficiency, c.tile_overhead_us, c.fixed_us] for g, c in fitted.items()},
+                  fitted_even={f"{g[0]} {g[1]}": [c.mma_efficiency, c.tile_overhead_us, c.fixed_us] for g, c in fitted_even.items()},
                   source_lines=lines)
     if out is not None:
         out.write_text(json.dumps(result, indent=1))

@@ -32,7 +32,8 @@ from mymetaops.configs import NativeGemmConfig, ScaledMmConfig, TorchMmConfig, T
 from . import costs
 from .family import Estimate, Family, register
 from .gemm_kernels import (DEFAULT_NATIVE_COST, NATIVE_COST, NATIVE_FP8_N_MULTIPLE, NATIVE_FP8_OUT,
-                           TRITON_CONFIGS, TRITON_COST, KernelCost, KernelRow, native_table)
+                           NATIVE_NOT_OFFERED, NATIVE_SPLIT_LIMIT, TRITON_CONFIGS, TRITON_COST, KernelCost,
+                           KernelRow, native_table)
 from .hardware import HardwareSpec
 
 OPS = ("fp8_gemm", "gemm")
@@ -51,6 +52,10 @@ SM_FEED_BYTES_PER_CLOCK = {"nvidia": 64.0, "amd": 64.0}
 # L2 is per XCD, the Infinity Cache behind it 17 TB/s peak).
 L2_GEMM_TBPS = {"H100": 10.0, "H200": 10.0, "B200": 20.0, "MI300X": 12.0, "MI325X": 12.0,
                 "MI350X": 14.0, "MI355X": 14.0}
+# [M] H200 host (2026-12-01), per call made back to back: the C++ dispatch and a CUTLASS launch
+# (argument checks, TMA descriptors), torch._scaled_mm / torch.mm, and Triton's Python launcher
+# (grid, descriptors, argument binding). A small GEMM cannot finish faster than its host work.
+HOST_US = {"native": 8.0, "vendor": 8.5, "triton": 24.0}
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_K_STEPS_PER_SPLIT = 4  # [A] fewer K steps per slice cannot fill the pipeline
 
@@ -60,15 +65,17 @@ VENDOR_TILES = {
     "fp8": ((64, 128, 128, 1, 1), (128, 128, 128, 2, 1), (128, 256, 128, 2, 1)),
     "16bit": ((64, 128, 64, 1, 1), (128, 128, 64, 2, 1), (128, 256, 64, 2, 1)),
 }
-# [A until calibrated] mainloop efficiency and per-tile overhead of the vendor kernels.
+# Mainloop efficiency and per-tile overhead of the vendor kernels: NVIDIA [M] fitted by
+# bench/gemm/calibrate.py (H200, 2026-12-01); AMD [A].
 VENDOR_COST = {
-    ("nvidia", "scaled_mm_rowwise"): KernelCost(0.62, 1.0),
-    ("nvidia", "scaled_mm_tensorwise"): KernelCost(0.64, 0.8),
-    ("nvidia", "mm"): KernelCost(0.76, 0.6),
+    ("nvidia", "scaled_mm_rowwise"): KernelCost(0.826, 2.391, "[M]", 0.42),
+    ("nvidia", "scaled_mm_tensorwise"): KernelCost(0.596, 0.308, "[M]", 0.00),
+    ("nvidia", "mm"): KernelCost(0.787, 0.961, "[M]", 0.00),
     ("amd", "scaled_mm_rowwise"): KernelCost(0.50, 1.2),
     ("amd", "scaled_mm_tensorwise"): KernelCost(0.55, 1.0),
     ("amd", "mm"): KernelCost(0.60, 0.8),
 }
+VENDOR_UNALIGNED_FACTOR = 0.3  # [M] see vendor_estimate
 VENDOR_EXTRA_LAUNCH_US = 2.0  # [A] torch's op around cuBLASLt: scale checks, heuristic query
 
 
@@ -146,9 +153,12 @@ class Tiling:
 
 
 def tile_estimate(p: GemmProblem, hw: HardwareSpec, t: Tiling, cost: KernelCost, launch_us: float,
-                  what: str) -> Estimate:
+                  what: str, host_us: float = 0.0, fixup_in_kernel: bool = False) -> Estimate:
+    """host_us: the host time of one call, a floor for calls made back to back; fixup_in_kernel:
+    split-K partials reduced by the kernel itself (CUTLASS: the last CTA of a tile sums the
+    others' partials) rather than by a second launch."""
     if p.m == 0 or p.n == 0:
-        return Estimate(launch_us, "launch", f"{what}: empty output", 1.0, 0, 1)
+        return Estimate(max(host_us, launch_us), "launch", f"{what}: empty output", 1.0, 0, 1)
     rate_sm = hw.peak_tflops[p.rate_key] * 1e6 * cost.mma_efficiency / hw.sm_count  # FLOP/us per SM
     feed_sm = SM_FEED_BYTES_PER_CLOCK[hw.vendor] * hw.clock_ghz * 1e3  # bytes/us per SM
     steps = max(1, -(-p.k // t.tk))
@@ -168,10 +178,12 @@ def tile_estimate(p: GemmProblem, hw: HardwareSpec, t: Tiling, cost: KernelCost,
         units = tiles * t.split_k
         waves = -(-units // slots)
         compute = waves * (max(mma_unit, feed_unit) + cost.tile_overhead_us)
+        if t.split_k > 1 and fixup_in_kernel:  # the tile's last CTA reads the others' fp32 partials
+            compute += -(-tiles // slots) * t.split_k * t.tm * t.tn * 4 / feed_sm
     bw = hw.achievable_hbm_tbps * 1e6  # bytes/us
     dram = (p.m + p.n) * p.k * p.in_bytes + p.m * p.n * OUT_BYTES[p.out_dtype]
     reduce_us = 0.0
-    if t.split_k > 1:  # fp32 partials written and read back by a reduction
+    if t.split_k > 1 and not fixup_in_kernel:  # fp32 partials reduced by a second launch
         partial = p.m * p.n * 4 * t.split_k
         dram += partial
         reduce_us = launch_us * 0.5 + (partial + p.m * p.n * OUT_BYTES[p.out_dtype]) / bw
@@ -184,7 +196,10 @@ def tile_estimate(p: GemmProblem, hw: HardwareSpec, t: Tiling, cost: KernelCost,
     detail = (f"{what}: {tiles} tiles{f' x {t.split_k} K-slices' if t.split_k > 1 else ''} on "
               f"{slots} slots ({waves} wave{'s' if waves != 1 else ''}, {ideal / max(compute, 1e-9):.0%} "
               f"of the mainloop rate), DRAM {dram / 1e6:.1f} MB, L2 {l2_bytes / 1e6:.0f} MB")
-    return Estimate(launch_us + body + reduce_us, bound, detail, 1.0, 0, 1)
+    device_us = launch_us + cost.fixed_us + body + reduce_us
+    if host_us > device_us:
+        bound, detail = "launch", f"{detail}; host-bound: {host_us:.0f} us of host work per call"
+    return Estimate(max(host_us, device_us), bound, detail, 1.0, 0, 1)
 
 
 def _split_choices(p: GemmProblem, tk: int, max_split: int, slots: int, tiles: int) -> list[int]:
@@ -203,7 +218,7 @@ def native_rows(p: GemmProblem, hw: HardwareSpec) -> list[tuple[int, KernelRow]]
                              or p.fp8_format != ("e4m3fnuz" if hw.arch == "gfx942" else "e4m3fn")):
         return rows
     for index, row in enumerate(table):
-        if row.arch != hw.arch or row.input != p.input:
+        if row.arch != hw.arch or row.input != p.input or row.name in NATIVE_NOT_OFFERED:
             continue
         if p.input != "fp8" and (not p.native_layout or p.b_layout == "strided"
                                  or (row.b_k_major_only and p.b_layout != "k_contiguous")):
@@ -218,11 +233,13 @@ def native_candidates(p: GemmProblem, hw: HardwareSpec):
         cost = NATIVE_COST.get(row.name, DEFAULT_NATIVE_COST[hw.vendor])
         tiles = (-(-p.m // row.tile_m)) * (-(-p.n // row.tile_n))
         splits = [1] if row.schedule == "stream_k" else _split_choices(
-            p, row.tile_k, row.max_split_k, hw.sm_count, tiles)
+            p, row.tile_k, min(row.max_split_k, NATIVE_SPLIT_LIMIT.get(row.name, row.max_split_k)),
+            hw.sm_count, tiles)
         for split in splits:
             tiling = Tiling(row.tile_m, row.tile_n, row.tile_k, row.cluster_m, row.cluster_n, row.schedule, split)
             yield (NativeGemmConfig(index, split, row.name),
-                   tile_estimate(p, hw, tiling, cost, launch, f"native {row.schedule}"))
+                   tile_estimate(p, hw, tiling, cost, launch, f"native {row.schedule}", HOST_US["native"],
+                                 fixup_in_kernel=hw.vendor == "nvidia"))
 
 
 def triton_candidates(p: GemmProblem, hw: HardwareSpec):
@@ -231,7 +248,7 @@ def triton_candidates(p: GemmProblem, hw: HardwareSpec):
     for c in TRITON_CONFIGS.get((hw.vendor, "fp8" if p.input == "fp8" else "16bit"), ()):
         schedule = "persistent" if c.persistent else "data_parallel"
         tiling = Tiling(c.block_m, c.block_n, c.block_k, 1, 1, schedule, 1)
-        yield c, tile_estimate(p, hw, tiling, cost, launch, f"triton {schedule}")
+        yield c, tile_estimate(p, hw, tiling, cost, launch, f"triton {schedule}", HOST_US["triton"])
 
 
 def vendor_available(p: GemmProblem, hw: HardwareSpec) -> str:
@@ -254,13 +271,18 @@ def vendor_estimate(p: GemmProblem, hw: HardwareSpec) -> Estimate:
     else:
         key, tiles, can_split = "mm", VENDOR_TILES["16bit"], True
     cost = VENDOR_COST[(hw.vendor, key)]
+    if p.input != "fp8" and (p.n * p.in_bytes % 16 or p.k * p.in_bytes % 16):
+        # [M] cuBLAS on rows that are not 16-byte multiples takes a slow path: bf16 5000x1500x2000
+        # ran at 189 TFLOP/s (native / Triton tiles: 480+).
+        cost = KernelCost(cost.mma_efficiency * VENDOR_UNALIGNED_FACTOR, cost.tile_overhead_us, cost.tag, cost.fixed_us)
     launch = costs.launch_us(hw, "vendor") + VENDOR_EXTRA_LAUNCH_US
     best = None
     for tm, tn, tk, cm, cn in tiles:
         ntiles = (-(-p.m // tm)) * (-(-p.n // tn))
         for split in (_split_choices(p, tk, 16, hw.sm_count, ntiles) if can_split else [1]):
             e = tile_estimate(p, hw, Tiling(tm, tn, tk, cm, cn, "data_parallel", split), cost, launch,
-                              f"vendor ({key}, as tile {tm}x{tn}x{tk}{f' split {split}' if split > 1 else ''})")
+                              f"vendor ({key}, as tile {tm}x{tn}x{tk}{f' split {split}' if split > 1 else ''})",
+                              HOST_US["vendor"])
             if best is None or e.time_us < best.time_us:
                 best = e
     return best

@@ -64,6 +64,19 @@ CUDA_KERNELS: tuple[KernelRow, ...] = _rows(
     ("bf16_128x256x64_c2x1_coop", "bf16", 128, 256, 64, 2, 1, "persistent", 4, 1, 12, False),
     ("bf16_128x128x64_pingpong", "bf16", 128, 128, 64, 1, 1, "persistent", 6, 1, 12, False),
 )
+# Rows the model does not offer, and split-K limits below a row's max_split_k, with the measurement
+# behind each [M] (H200, 2026-12-01, bench/results/*-gemm.json):
+NATIVE_NOT_OFFERED = {
+    # CUTLASS's stream-K decomposition of these instances was never the fastest candidate on the
+    # 37-shape suite and ran 1.2-2.9x slower than the same instance with a fixed split.
+    "fp8_128x128x128_c1x2_streamk": "stream-K measured slower than its split-K form on every suite shape",
+    "fp8_128x64x128_streamk": "stream-K measured slower than its split-K form on every suite shape",
+}
+NATIVE_SPLIT_LIMIT = {
+    # Split-K of the 1x2-cluster 128x128 instance did not speed up tall-K problems of 32+ tiles
+    # (1024x1024x65536: 276 us at split 1, 273 at 2, 263 at 4); its 128x64 sibling splits well.
+    "fp8_128x128x128_c1x2_splitk": 1,
+}
 # What the native kernels write, by vendor (cuda/gemm: bf16 only; hip/gemm: bf16, fp16, fp32), and
 # the N they need: N % 8 == 0 for the TMA store of CUTLASS's epilogue.
 NATIVE_FP8_OUT = {"nvidia": ("bf16",), "amd": ("bf16", "fp16", "fp32")}
@@ -93,17 +106,31 @@ def native_kernel_name(vendor: str, index: int) -> str:
 @dataclass(frozen=True)
 class KernelCost:
     """What a kernel sustains: the share of the chip's datasheet matrix rate its mainloop reaches
-    on a full tile, and the time per tile its mainloop does not hide (pipeline fill, epilogue)."""
+    on a full tile, the time per tile its mainloop does not hide (pipeline fill, epilogue), and a
+    fixed time per call beyond the launch (setup of a persistent grid, clusters, workspace flags)."""
 
     mma_efficiency: float
     tile_overhead_us: float
     tag: str = "[A]"
+    fixed_us: float = 0.0
 
 
-# Native kernels by name; a row without an entry gets DEFAULT_NATIVE_COST.
-NATIVE_COST: dict[str, KernelCost] = {}
+# Native kernels by name; a row without an entry gets DEFAULT_NATIVE_COST. [M] fitted by
+# bench/gemm/calibrate.py to the H200 run of 2026-12-01 (bench/results/*-gemm.json).
+NATIVE_COST: dict[str, KernelCost] = {
+    "bf16_128x128x64_pingpong": KernelCost(0.964, 0.891, "[M]", 3.39),
+    "bf16_128x256x64_c2x1_coop": KernelCost(0.921, 2.242, "[M]", 2.91),
+    "fp8_128x128x128_c1x2_splitk": KernelCost(0.717, 4.750, "[M]", 0.00),
+    "fp8_128x128x128_c1x2_streamk": KernelCost(0.408, 3.781, "[M]", 0.00),
+    "fp8_128x128x128_c2x1_pingpong": KernelCost(0.810, 1.133, "[M]", 4.97),
+    "fp8_128x256x128_c2x1_coop": KernelCost(0.923, 3.047, "[M]", 2.75),
+    "fp8_128x64x128_splitk": KernelCost(0.663, 1.500, "[M]", 6.34),
+    "fp8_128x64x128_streamk": KernelCost(0.411, 1.500, "[M]", 0.00),
+    "fp8_256x128x128_c1x2_coop": KernelCost(0.816, 5.852, "[M]", 0.00),
+    "fp8_64x128x128_pingpong": KernelCost(0.723, 0.930, "[M]", 2.23),
+}
 DEFAULT_NATIVE_COST = {"nvidia": KernelCost(0.62, 0.8), "amd": KernelCost(0.50, 1.0)}  # [A]
-TRITON_COST = {"nvidia": KernelCost(0.55, 1.0), "amd": KernelCost(0.45, 1.2)}  # [A]
+TRITON_COST = {"nvidia": KernelCost(0.780, 1.391, "[M]", 15.42), "amd": KernelCost(0.45, 1.2)}  # AMD [A]
 
 
 

@@ -19,6 +19,10 @@ from .hardware import HardwareSpec
 ROBUST_TIE_FRACTION = 0.01
 MARGIN_ENOUGH = 4.0
 TRUST_ORDER = ("native", "vendor", "triton")
+# A candidate compiled on first use (Triton) is chosen despite its compile when it is predicted at
+# least this much faster per call than every ready one: the compile is paid once per process, the
+# slowdown on every call (bf16 GEMMs with rows that are not 16-byte multiples: cuBLAS 2.6x slower).
+JIT_PAYS_OFF = 2.0
 SHOWN_CANDIDATES = 10
 NATIVE_MISSING = "native kernel not built for this device"
 
@@ -68,11 +72,22 @@ def _candidates(family: Family, op: str, problem: Any, hw: HardwareSpec, native_
 
 
 def _robust_best(pool: list[Candidate]) -> Candidate:
+    if jit_pays_off(pool):  # choose among the compiled-on-first-use candidates
+        pool = [c for c in pool if c.first_call_us]
     best = min(pool, key=lambda c: c.cost_us)
     # The tie band is 1% of a call, not of the first call's compile (equal among forced Triton configs).
     tied = [c for c in pool if c.cost_us <= best.cost_us + ROBUST_TIE_FRACTION * best.time_us]
     return min(tied, key=lambda c: (TRUST_ORDER.index(c.backend), -min(c.margin, MARGIN_ENOUGH), c.pieces,
                                     c.registers, c.cost_us))
+
+
+def jit_pays_off(pool: list[Candidate]) -> bool:
+    """Whether the fastest candidate, though compiled on first use, is predicted JIT_PAYS_OFF times
+    faster per call than every candidate that needs no compile: a one-time compile against a
+    slowdown on every later call."""
+    fastest = min(pool, key=lambda c: c.time_us)
+    ready = [c.time_us for c in pool if not c.first_call_us]
+    return bool(fastest.first_call_us) and bool(ready) and min(ready) >= JIT_PAYS_OFF * fastest.time_us
 
 
 def first_call_note(c: Candidate) -> str:
@@ -111,6 +126,10 @@ def _decide(family: Family, op: str, problem: Any, hardware: HardwareSpec, backe
         best_native = next(c for c in candidates if c.backend == "native")
         reason = (f"{NATIVE_MISSING}: {choice.backend} selected (the best native config would take "
                   f"{best_native.time_us:.1f} us)")
+    elif choice.first_call_us and jit_pays_off(pool):
+        ready = min(c.time_us for c in pool if not c.first_call_us)
+        reason = (f"fastest predicted per call, {ready / choice.time_us:.1f}x faster than the best candidate "
+                  f"that needs no compile: its compile (paid once) pays off")
     elif choice is cheapest:
         reason = "fastest predicted"
     else:
