@@ -76,10 +76,6 @@ if has bench; then
   # AFTER_BUILD: an optional extra command (a probe, a profile), run after the benchmarks.
   [ -z "${AFTER_BUILD:-}" ] || step "after build: $AFTER_BUILD" bench.log 240 bash -c "$AFTER_BUILD"
 fi
-if has gemm-tests; then
-  built || build
-  step "gemm tests (GPU and CPU)" tests.log 240 $PYTEST tests/gemm
-fi
 if has gemm-bench; then
   built || build
   # Its result files go into one archive: at most 8 files come back from the device machine.
@@ -87,6 +83,10 @@ if has gemm-bench; then
   step "gemm bench" gemm-bench.log "${GEMM_BENCH_S:-330}" python3 bench/gemm/run_all.py \
       --out-dir "$OUT/gemm-results" --budget-s "$(( ${GEMM_BENCH_S:-330} - 20 ))" ${GEMM_BENCH_ARGS:-}
   tar -C "$OUT" -czf "$OUT/gemm-results.tgz" gemm-results && rm -rf "$OUT/gemm-results"
+fi
+if has gemm-tests; then
+  built || build
+  step "gemm tests (GPU and CPU)" tests.log 240 $PYTEST tests/gemm
 fi
 if has pytest-bench; then
   built || build
