@@ -2,7 +2,7 @@
 
 This is the microbenchmark side of the model: run gemm_table.py on a GPU, then this script on its
 JSON (anywhere; no GPU needed), and paste the printed lines into mymetaops/model/gemm_kernels.py
-(NATIVE_COST per native kernel name, TRITON_COST per vendor) and mymetaops/model/gemm.py
+(NATIVE_COST per native kernel name, TRITON_COST per vendor and input kind) and mymetaops/model/gemm.py
 (VENDOR_COST per vendor op). It is never needed at call time: the dispatch only reads the
 constants; nothing is measured or tuned when a user calls an op.
 
@@ -49,7 +49,7 @@ GRID_FIXED = [0.0, 2.0, 5.0, 10.0]
 
 @dataclass
 class Row:
-    group: tuple  # ("native", name) | ("triton", vendor) | ("vendor", key)
+    group: tuple  # ("native", name) | ("triton", (vendor, kind)) | ("vendor", key)
     op: str
     problem: gm.GemmProblem
     backend: str
@@ -137,7 +137,7 @@ def load(path: Path):
         if r["backend"] == "native":
             group = ("native", config.name)
         elif r["backend"] == "triton":
-            group = ("triton", hw.vendor)
+            group = ("triton", (hw.vendor, "fp8" if problem.input == "fp8" else "16bit"))
         else:
             group = ("vendor", f"scaled_mm_{problem.scaling}" if problem.input == "fp8" else "mm")
         row = Row(group, r["op"], problem, r["backend"], config, r["time_us"], r["shape_index"],
@@ -207,6 +207,11 @@ def _kc(c: gk.KernelCost, tag=True) -> str:
     return f"KernelCost({c.mma_efficiency:.3f}, {c.tile_overhead_us:.3f}{tail})"
 
 
+def group_name(g) -> str:
+    kind, name = g
+    return f"{kind} {'-'.join(name) if isinstance(name, tuple) else name}"
+
+
 def source_lines(fitted, hw) -> list[str]:
     out = ["# --- mymetaops/model/gemm_kernels.py ---",
            f"# [M] fitted by bench/gemm/calibrate.py on {hw.name}"]
@@ -254,7 +259,7 @@ def run(path: Path, min_rows: int, out: Path | None = None):
     for g, grows in groups.items():
         b, a = median_abs(log_errors(grows, cost_now)), median_abs(log_errors(grows, cost_new))
         now, new = cost_now(g), fitted.get(g)
-        print(f"{g[0] + ' ' + g[1]:44} {len(grows):4d}  {now.mma_efficiency:.3f}, {now.tile_overhead_us:.3f}"
+        print(f"{group_name(g):44} {len(grows):4d}  {now.mma_efficiency:.3f}, {now.tile_overhead_us:.3f}"
               f"{'':16} {(f'{new.mma_efficiency:.3f}, {new.tile_overhead_us:.3f}' if new else 'too few rows'):22} "
               f"{b:19.3f} {a:7.3f}")
     mb, ma = median_abs(before), median_abs(after)
@@ -276,8 +281,8 @@ def run(path: Path, min_rows: int, out: Path | None = None):
     result = dict(source=str(path), hardware=hw.name, rows=len(rows), left_out=len(skipped),
                   median_abs_log_err_before=mb, median_abs_log_err_after=ma,
                   holdout_before=hb, holdout_after=ha,
-                  fitted={f"{g[0]} {g[1]}": [c.mma_efficiency, c.tile_overhead_us, c.fixed_us] for g, c in fitted.items()},
-                  fitted_even={f"{g[0]} {g[1]}": [c.mma_efficiency, c.tile_overhead_us, c.fixed_us] for g, c in fitted_even.items()},
+                  fitted={group_name(g): [c.mma_efficiency, c.tile_overhead_us, c.fixed_us] for g, c in fitted.items()},
+                  fitted_even={group_name(g): [c.mma_efficiency, c.tile_overhead_us, c.fixed_us] for g, c in fitted_even.items()},
                   source_lines=lines)
     if out is not None:
         out.write_text(json.dumps(result, indent=1))

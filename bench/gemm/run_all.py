@@ -64,7 +64,7 @@ def section_command(name, args, prefix, budget):
     if name in BUDGETED:
         cmd += ["--budget-s", f"{budget:.0f}"]
     if args.quick and name == "gemm_table":
-        cmd += ["--warmup-ms", "5", "--rep-ms", "20"]
+        cmd += ["--warmup-ms", "5", "--rep-ms", "10"]
     if args.quick and name == "host_cost":
         cmd += ["--calls", "1000", "--reps", "5"]
     return cmd

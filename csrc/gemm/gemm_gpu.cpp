@@ -103,13 +103,18 @@ at::Tensor fp8_native(const Fp8Call& c, const GemmConfig& config) {
   return out;
 }
 
+// Fast accumulation (the MMA's own, shorter than fp32) past this K measured a relative error over
+// 1e-2 (K = 131072, H200); mymetaops/model/gemm.py FAST_ACCUM_MAX_K, which the Triton kernel shares.
+constexpr int64_t kFastAccumMaxK = 16384;
+
 at::Tensor fp8_vendor(const Fp8Call& c) {
   // torch._scaled_mm takes the second operand column-major ([K, N] with stride (1, K)): wq.t().
   const int64_t m = c.xq.size(0), n = c.wq.size(0);
   const at::Tensor sa = c.rowwise ? c.x_scale.reshape({m, 1}) : c.x_scale.reshape({});
   const at::Tensor sb = c.rowwise ? c.w_scale.reshape({1, n}) : c.w_scale.reshape({});
   return at::_scaled_mm(c.xq, c.wq.t(), sa, sb, c.bias.defined() ? OptTensor(c.bias) : std::nullopt,
-                        std::nullopt, c.out_dtype, /*use_fast_accum=*/true);
+                        std::nullopt, c.out_dtype,
+                        /*use_fast_accum=*/c.xq.size(1) <= kFastAccumMaxK);
 }
 
 at::Tensor fp8_gemm_cuda(const at::Tensor& xq_in, const at::Tensor& wq_in, const at::Tensor& xs,
@@ -198,9 +203,14 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, const OptTensor& 
   const int64_t native_ok = native_layout(a, b, layout);
   const int64_t dtype = static_cast<int64_t>(launcher_dtype(a.scalar_type()));
   const int64_t lay = static_cast<int64_t>(layout);
+  // torch.mm takes a slow path when N's or K's rows are not 16-byte multiples (the model's
+  // VENDOR_UNALIGNED_FACTOR); the bucket keeps that class, which the size rounding would lose.
+  const int64_t elt = a.element_size();
+  const int64_t vendor_aligned = (n * elt) % 16 == 0 && (k * elt) % 16 == 0;
   const dispatch::Key key = dispatch::make_key(
       kGemm, a.device(),
-      {dtype, lay, native_ok, bias.defined(), size_bucket(m), size_bucket(n), size_bucket(k)});
+      {dtype, lay, native_ok, vendor_aligned, bias.defined(), size_bucket(m), size_bucket(n),
+       size_bucket(k)});
   const Decision d = dispatch::decide(key, {m, n, k, dtype, lay, native_ok, bias.defined()});
   switch (d.backend) {
     case Backend::kNative:

@@ -76,6 +76,7 @@ VENDOR_COST = {
     ("amd", "mm"): KernelCost(0.60, 0.8),
 }
 VENDOR_UNALIGNED_FACTOR = 0.3  # [M] see vendor_estimate
+VENDOR_PRECISE_ACC_FACTOR = 0.85  # [M] _scaled_mm rowwise without fast accumulation: 1.1-1.3x slower when compute-bound
 VENDOR_EXTRA_LAUNCH_US = 2.0  # [A] torch's op around cuBLASLt: scale checks, heuristic query
 
 
@@ -120,6 +121,13 @@ def describe(p: GemmProblem) -> str:
             f"{p.flops / 1e9:.2f} GFLOP")
 
 
+# Hopper's FP8 MMA accumulates with fewer mantissa bits than fp32 ("fast accumulation", as in
+# CUTLASS's FP8FastAccum and torch._scaled_mm(use_fast_accum=True)). Over K = 131072 one such chain
+# measured a relative error of 1.03e-2 (H200); past this K, the Triton kernel promotes into fp32
+# after every BLOCK_K step and the vendor op is called with use_fast_accum=False.
+FAST_ACCUM_MAX_K = 16384
+
+
 def size_bucket(x: int) -> int:
     """csrc/gemm/gemm_gpu.cpp's size_bucket: to 16 up to 256, to 64 up to 16384, then 1/16 octave."""
     if x <= 256:
@@ -135,8 +143,14 @@ def n_alignment(n: int) -> int:
 
 
 def bucket_size(b: int) -> int:
-    """The representative size of a bucket: its upper end."""
-    return b if b <= 16384 else math.floor(2 ** ((b - 16384 + 1) / 16))
+    """The representative size of a bucket: its upper end, down to a multiple of 64 past 16384 (the
+    buckets there are over 700 wide), so that it keeps the alignment every size of the bucket may have."""
+    return b if b <= 16384 else math.floor(2 ** ((b - 16384 + 1) / 16)) // 64 * 64
+
+
+def vendor_aligned(p) -> bool:
+    """Whether N's and K's rows are 16-byte multiples (torch.mm's fast path; gemm_gpu.cpp's key)."""
+    return p.n * p.in_bytes % 16 == 0 and p.k * p.in_bytes % 16 == 0
 
 
 # --- the cost of one tile kernel ------------------------------------------------------------------
@@ -244,8 +258,9 @@ def native_candidates(p: GemmProblem, hw: HardwareSpec):
 
 def triton_candidates(p: GemmProblem, hw: HardwareSpec):
     launch = costs.launch_us(hw, "triton")
-    cost = TRITON_COST[hw.vendor]
-    for c in TRITON_CONFIGS.get((hw.vendor, "fp8" if p.input == "fp8" else "16bit"), ()):
+    kind = (hw.vendor, "fp8" if p.input == "fp8" else "16bit")
+    cost = TRITON_COST[kind]
+    for c in TRITON_CONFIGS.get(kind, ()):
         schedule = "persistent" if c.persistent else "data_parallel"
         tiling = Tiling(c.block_m, c.block_n, c.block_k, 1, 1, schedule, 1)
         yield c, tile_estimate(p, hw, tiling, cost, launch, f"triton {schedule}", HOST_US["triton"])
@@ -271,10 +286,12 @@ def vendor_estimate(p: GemmProblem, hw: HardwareSpec) -> Estimate:
     else:
         key, tiles, can_split = "mm", VENDOR_TILES["16bit"], True
     cost = VENDOR_COST[(hw.vendor, key)]
-    if p.input != "fp8" and (p.n * p.in_bytes % 16 or p.k * p.in_bytes % 16):
+    if p.input != "fp8" and not vendor_aligned(p):
         # [M] cuBLAS on rows that are not 16-byte multiples takes a slow path: bf16 5000x1500x2000
         # ran at 189 TFLOP/s (native / Triton tiles: 480+).
         cost = KernelCost(cost.mma_efficiency * VENDOR_UNALIGNED_FACTOR, cost.tile_overhead_us, cost.tag, cost.fixed_us)
+    if p.input == "fp8" and p.k > FAST_ACCUM_MAX_K:  # called with use_fast_accum=False
+        cost = KernelCost(cost.mma_efficiency * VENDOR_PRECISE_ACC_FACTOR, cost.tile_overhead_us, cost.tag, cost.fixed_us)
     launch = costs.launch_us(hw, "vendor") + VENDOR_EXTRA_LAUNCH_US
     best = None
     for tm, tn, tk, cm, cn in tiles:
@@ -395,7 +412,8 @@ class GemmFamily(Family):
         if op == FP8_GEMM:
             return (int(p.fp8_format == "e4m3fnuz"), int(p.scaling == "rowwise"), DTYPE_IDS[p.out_dtype],
                     int(p.has_bias), n_alignment(p.n), *sizes)
-        return (DTYPE_IDS[p.input], LAYOUTS.index(p.b_layout), int(p.native_layout), int(p.has_bias), *sizes)
+        return (DTYPE_IDS[p.input], LAYOUTS.index(p.b_layout), int(p.native_layout), int(vendor_aligned(p)),
+                int(p.has_bias), *sizes)
 
     def problem_from_key(self, op, key):
         if op == FP8_GEMM:
@@ -406,8 +424,9 @@ class GemmFamily(Family):
             return GemmProblem(bucket_size(mb), n, bucket_size(kb), "fp8", DTYPE_NAMES[out],
                                "rowwise" if rowwise else "tensorwise", bool(bias),
                                "e4m3fnuz" if fnuz else "e4m3fn")
-        dtype, layout, native, bias, mb, nb, kb = key
-        return GemmProblem(bucket_size(mb), bucket_size(nb), bucket_size(kb), DTYPE_NAMES[dtype],
+        dtype, layout, native, aligned, bias, mb, nb, kb = key
+        # An unaligned call's representative has N % 8 == 4: the same bucket, rows not 16-byte multiples.
+        return GemmProblem(bucket_size(mb), bucket_size(nb) - (0 if aligned else 4), bucket_size(kb), DTYPE_NAMES[dtype],
                            DTYPE_NAMES[dtype], "none", bool(bias), "", LAYOUTS[layout], bool(native))
 
     def sample(self, op, rng: random.Random):

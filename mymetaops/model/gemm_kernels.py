@@ -130,7 +130,11 @@ NATIVE_COST: dict[str, KernelCost] = {
     "fp8_64x128x128_pingpong": KernelCost(0.723, 0.930, "[M]", 2.23),
 }
 DEFAULT_NATIVE_COST = {"nvidia": KernelCost(0.62, 0.8), "amd": KernelCost(0.50, 1.0)}  # [A]
-TRITON_COST = {"nvidia": KernelCost(0.780, 1.391, "[M]", 15.42), "amd": KernelCost(0.45, 1.2)}  # AMD [A]
+# Per (vendor, input kind), as TRITON_CONFIGS: on the H200 the FP8 kernel (TMA descriptors built per
+# call) and the 16-bit one (pointers) fit different constants. AMD [A].
+TRITON_COST = {("nvidia", "fp8"): KernelCost(0.639, 0.914, "[M]", 30.00),
+               ("nvidia", "16bit"): KernelCost(0.763, 1.531, "[M]", 8.73),
+               ("amd", "fp8"): KernelCost(0.45, 1.2), ("amd", "16bit"): KernelCost(0.45, 1.2)}
 
 
 

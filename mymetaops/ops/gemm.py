@@ -261,7 +261,8 @@ def _fp8_gemm_without_native(xq, wq, x_scale, w_scale, bias=None, out_dtype=None
         rowwise = problem.scaling == "rowwise"
         sa = x_scale.reshape(-1, 1) if rowwise else x_scale.reshape(())
         sb = w_scale.reshape(1, -1) if rowwise else w_scale.reshape(())
-        return torch._scaled_mm(xq, wq.t(), sa, sb, bias=bias, out_dtype=out_dtype, use_fast_accum=True)
+        return torch._scaled_mm(xq, wq.t(), sa, sb, bias=bias, out_dtype=out_dtype,
+                                 use_fast_accum=xq.shape[1] <= model.gemm.FAST_ACCUM_MAX_K)
     out = xq.new_empty((xq.shape[0], wq.shape[0]), dtype=out_dtype)
     return _run_triton_gemm("fp8_gemm", config, xq, wq, x_scale, w_scale, bias, out)
 

@@ -49,6 +49,7 @@ import triton
 import triton.language as tl
 
 from mymetaops.configs import TritonGemmConfig
+from mymetaops.model.gemm import FAST_ACCUM_MAX_K
 from mymetaops.triton.common import is_pow2
 
 try:  # host-side TMA descriptors (Triton >= 3.4); absent: the pointer path everywhere
@@ -132,10 +133,6 @@ def _store_tile(acc, out_ptr, stride_om, bias_ptr, rows, cols, M, N, HAS_BIAS: t
     tl.store(ptrs, acc.to(out_ptr.dtype.element_ty), mask=(rows < M)[:, None] & col_mask[None, :])
 
 
-# Hopper's FP8 MMA accumulates with fewer mantissa bits than fp32 (the "fast accumulation" of
-# _scaled_mm and CUTLASS's FP8FastAccum). One uninterrupted chain over K = 131072 measured a relative
-# error of 1.03e-2 (H200); past this K the kernel promotes into fp32 after every BLOCK_K step.
-FAST_ACCUM_MAX_K = 16384
 
 
 @triton.jit

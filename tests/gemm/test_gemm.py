@@ -274,9 +274,15 @@ def test_vendor_rules_and_buckets():
     assert not any(b == "vendor" for b, _, _ in fam.candidates("fp8_gemm", odd, hw))
     rep = fam.problem_from_key("fp8_gemm", fam.bucket_key("fp8_gemm", odd))
     assert rep.n % 16 and rep.m >= odd.m and rep.k >= odd.k  # the representative keeps the vendor rule
-    for x in [1, 16, 17, 255, 256, 257, 16384, 16385, 131072]:
+    for x in [1, 16, 17, 255, 256, 257, 16384, 16385, 65536, 68000, 131072]:
         b = model.gemm.size_bucket(x)
         assert model.gemm.bucket_size(b) >= x and model.gemm.size_bucket(model.gemm.bucket_size(b)) == b
+        assert x <= 256 or model.gemm.bucket_size(b) % 64 == 0  # keeps every alignment of its sizes
+    # bf16: rows that are not 16-byte multiples (torch.mm's slow path) stay so in the representative.
+    for n, k in [(1500, 2000), (1024, 1001), (1024, 65536)]:
+        p = model.gemm.GemmProblem(5000, n, k, "bf16", "bf16", "none")
+        rep = fam.problem_from_key("gemm", fam.bucket_key("gemm", p))
+        assert model.gemm.vendor_aligned(rep) == model.gemm.vendor_aligned(p), (n, k)
     fnuz = model.gemm.GemmProblem(64, 64, 64, fp8_format="e4m3fnuz")
     assert "format" in model.gemm.vendor_available(fnuz, hw)
 
