@@ -2,7 +2,7 @@
 candidates were all timed, the dispatch's choice under the CURRENT model constants (through the
 bucket, as the dispatch decides) and its measured time against the fastest measured candidate.
 
-    python bench/gemm/replay.py bench/results/<date>-<gpu>-gemm.json [--all]
+    python bench/gemm/replay.py bench/results/<date>-<gpu>-gemm.json[.gz] [--all]
 
 Measuring a model change needs no GPU once a table holds every candidate's time; what it cannot
 show is the time of a candidate the table never timed (reported as "untimed"). The regret here is
@@ -12,6 +12,7 @@ default call path's time instead, which adds the wrapper and timing noise.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import sys
@@ -37,7 +38,8 @@ def groups(records):
 
 
 def replay(path: str, show_all: bool) -> dict:
-    data = json.loads(Path(path).read_text())
+    raw = Path(path).read_bytes()
+    data = json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
     hw = model.get_hardware(data["hardware"])
     complete = {s["section"] + s["shape"] + str(s.get("b_layout")): s.get("candidates_complete") in (True, "True")
                 for s in data["shapes"]}
@@ -71,7 +73,7 @@ def replay(path: str, show_all: bool) -> dict:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("table", help="a <date>-<gpu>-gemm.json written by gemm_table.py")
+    parser.add_argument("table", help="a <date>-<gpu>-gemm.json written by gemm_table.py (or its .gz)")
     parser.add_argument("--all", action="store_true", help="every shape, not only regrets > 1.05")
     args = parser.parse_args(argv)
     replay(args.table, args.all)

@@ -277,6 +277,8 @@ def vendor_available(p: GemmProblem, hw: HardwareSpec) -> str:
         return "torch._scaled_mm needs N % 16 == 0"
     if p.scaling == "rowwise" and p.out_dtype != "bf16":
         return "torch._scaled_mm's rowwise scaling writes bfloat16 only"
+    if p.has_bias and p.out_dtype == "fp32":
+        return "torch._scaled_mm takes no bias with a float32 output"
     return ""
 
 

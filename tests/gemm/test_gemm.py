@@ -285,6 +285,8 @@ def test_vendor_rules_and_buckets():
         assert model.gemm.vendor_aligned(rep) == model.gemm.vendor_aligned(p), (n, k)
     fnuz = model.gemm.GemmProblem(64, 64, 64, fp8_format="e4m3fnuz")
     assert "format" in model.gemm.vendor_available(fnuz, hw)
+    f32_bias = model.gemm.GemmProblem(64, 64, 64, out_dtype="fp32", scaling="tensorwise", has_bias=True)
+    assert "bias" in model.gemm.vendor_available(f32_bias, hw)  # torch._scaled_mm refuses it
 
 
 def test_native_table_mirror_matches_the_build():
