@@ -31,6 +31,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package: importing it builds nothing
+from mymetaops.model.gemm import PROMOTED_MAX_TILE  # noqa: E402
 from mymetaops.triton import embedding_bag as kernels  # noqa: E402
 from mymetaops.triton import gemm as gemm_kernels  # noqa: E402
 from mymetaops.triton import quantize_fp8 as quantize_kernels  # noqa: E402
@@ -150,25 +151,30 @@ def _gemm_cases():
         for i, c in enumerate(fp8_configs):
             options = {"num_warps": c.num_warps, "num_stages": c.num_stages}
             blocks = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m}
-            # Rowwise + bias + masked K for every config; tensorwise, no bias, fp32 out, even K for one.
-            variants = [(True, True, False, "bf16")] + ([(False, False, True, "fp32")] if i == 0 else [])
+            # Rowwise + bias + masked K for every config; for the first, also tensorwise, no bias, fp32
+            # out, even K; the long-K form (promoted into fp32 every BLOCK_K) for every config the
+            # model offers past FAST_ACCUM_MAX_K.
+            variants = [(True, True, False, "bf16", False)] + (
+                [(False, False, True, "fp32", False)] if i == 0 else []) + (
+                [(True, False, True, "bf16", True)] if c.block_m * c.block_n <= PROMOTED_MAX_TILE else [])
             paths = [False, True] if vendor == "NVIDIA" else [False]  # TMA: Hopper only
             for tname in targets:
                 f8 = FP8_TYPE[tname]
-                for rowwise, bias, even_k, out in variants:
+                for rowwise, bias, even_k, out, promote in variants:
                     for tma in paths:
                         x = f"tensordesc<{f8}[{c.block_m}, {c.block_k}]>" if tma else f"*{f8}"
                         w = f"tensordesc<{f8}[{c.block_n}, {c.block_k}]>" if tma else f"*{f8}"
                         types = {"x": x, "w": w, "x_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "out_ptr": f"*{out}",
                                  "stride_xm": "i32", "stride_wn": "i32", **{n: "i32" for n in GEMM_SCALARS}}
                         constexprs = {"X_ROWWISE": rowwise, "W_ROWWISE": rowwise, "HAS_BIAS": bias, "USE_TMA": tma,
-                                      "EVEN_K": even_k, **blocks}
+                                      "EVEN_K": even_k, "IMPRECISE_ACC": c.block_k if promote else None, **blocks}
                         if bias:
                             types["bias_ptr"] = f"*{out}"
                         else:
                             constexprs["bias_ptr"] = None
                         label = (f"fp8_gemm({'rowwise' if rowwise else 'tensorwise'}{'+bias' if bias else ''}"
-                                 f"{'' if even_k else ' maskedK'} {out}{' tma' if tma else ''}) {c}")
+                                 f"{'' if even_k else ' maskedK'}{' promoted' if promote else ''} {out}"
+                                 f"{' tma' if tma else ''}) {c}")
                         yield (label, _gemm_source(gemm_kernels._fp8_gemm_kernel, types, constexprs), options,
                                (tname,), {"hip": MFMA["fp8"], "cuda": r"wgmma\.mma_async\S*e4m3|mma\.sync\S*e4m3"})
         for i, c in enumerate(bf16_configs):

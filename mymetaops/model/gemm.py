@@ -125,11 +125,15 @@ def describe(p: GemmProblem) -> str:
             f"{p.flops / 1e9:.2f} GFLOP")
 
 
-# Hopper's FP8 MMA accumulates with fewer mantissa bits than fp32 ("fast accumulation", as in
+# Hopper's FP8 MMA accumulates with fewer mantissa bits than fp32 (CDNA's MFMA does not) ("fast accumulation", as in
 # CUTLASS's FP8FastAccum and torch._scaled_mm(use_fast_accum=True)). Over K = 131072 one such chain
 # measured a relative error of 1.03e-2 (H200); past this K, the Triton kernel promotes into fp32
 # after every BLOCK_K step and the vendor op is called with use_fast_accum=False.
 FAST_ACCUM_MAX_K = 16384
+# Promotion keeps a second fp32 accumulator: a 128x256 tile's two spill on sm_90 (255 registers and a
+# 248-byte stack, scripts/check_triton_targets.py), so past FAST_ACCUM_MAX_K Triton FP8 tiles stay
+# within this many elements.
+PROMOTED_MAX_TILE = 128 * 128
 
 
 def size_bucket(x: int) -> int:
@@ -265,6 +269,9 @@ def triton_candidates(p: GemmProblem, hw: HardwareSpec):
     kind = (hw.vendor, "fp8" if p.input == "fp8" else "16bit")
     cost = TRITON_COST[kind]
     for c in TRITON_CONFIGS.get(kind, ()):
+        if (hw.vendor == "nvidia" and p.input == "fp8" and p.k > FAST_ACCUM_MAX_K
+                and c.block_m * c.block_n > PROMOTED_MAX_TILE):
+            continue
         schedule = "persistent" if c.persistent else "data_parallel"
         tiling = Tiling(c.block_m, c.block_n, c.block_k, 1, 1, schedule, 1)
         yield c, tile_estimate(p, hw, tiling, cost, launch, f"triton {schedule}", HOST_US["triton"])

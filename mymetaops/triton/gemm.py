@@ -2,7 +2,9 @@
 
 Semantics are those of the native launchers (csrc/include/mymetaops/gemm.h):
   * fp8_gemm: out[M, N] = (sum_k float(xq[m, k]) * float(wq[n, k])) * x_scale[m] * w_scale[n] + bias[n],
-    accumulated in fp32 and rounded once to out.dtype (bf16, fp16 or fp32). xq [M, K] and wq [N, K]
+    accumulated in fp32 and rounded once to out.dtype (bf16, fp16 or fp32); on NVIDIA, past
+    K = FAST_ACCUM_MAX_K the MMA's partial sums are promoted into fp32 after every BLOCK_K step.
+    xq [M, K] and wq [N, K]
     are float8_e4m3fn or float8_e4m3fnuz (the same for both), last dim contiguous, any row stride;
     K % 16 == 0. Each scale is rowwise ([M] / [N]) or a tensorwise scalar (numel 1), independently
     (gemm.h uses one mode for both; mixing costs nothing here). bias is [N] in out.dtype or None.
@@ -350,7 +352,8 @@ def _launch_fp8_gemm(xq, wq, x_scale, w_scale, bias, out, config: TritonGemmConf
         m, n, k, xq.stride(0), wq.stride(0), out.stride(0), programs,
         X_ROWWISE=x_scale.numel() != 1, W_ROWWISE=w_scale.numel() != 1, HAS_BIAS=bias is not None,
         USE_TMA=use_tma, EVEN_K=k % bk == 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config.group_m,
-        IMPRECISE_ACC=bk if k > FAST_ACCUM_MAX_K else None, num_warps=config.num_warps, num_stages=config.num_stages,
+        IMPRECISE_ACC=bk if k > FAST_ACCUM_MAX_K and device.type == "cuda" and torch.version.hip is None else None,
+        num_warps=config.num_warps, num_stages=config.num_stages,
     )
     return out
 

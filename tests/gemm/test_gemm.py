@@ -285,6 +285,10 @@ def test_vendor_rules_and_buckets():
         assert model.gemm.vendor_aligned(rep) == model.gemm.vendor_aligned(p), (n, k)
     fnuz = model.gemm.GemmProblem(64, 64, 64, fp8_format="e4m3fnuz")
     assert "format" in model.gemm.vendor_available(fnuz, hw)
+    # Past FAST_ACCUM_MAX_K the Triton FP8 kernel keeps two accumulators: no tile that would spill.
+    tall = model.gemm.GemmProblem(1024, 1024, 65536)
+    tiles = [c.block_m * c.block_n for b, c, _ in fam.candidates("fp8_gemm", tall, hw) if b == "triton"]
+    assert tiles and max(tiles) <= model.gemm.PROMOTED_MAX_TILE
     f32_bias = model.gemm.GemmProblem(64, 64, 64, out_dtype="fp32", scaling="tensorwise", has_bias=True)
     assert "bias" in model.gemm.vendor_available(f32_bias, hw)  # torch._scaled_mm refuses it
 
