@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_harness import (BF16_CEILING_TFLOPS, FP8_CEILING_TFLOPS, add_device_arguments, check,  # noqa: E402
                           checks_markdown, cuda_usable, default_prefix, device_of, geomean, hardware,
                           median_us, meta_line, run_meta, short_error, sync, torch_quantize_rowwise,
-                          torch_quantize_tensorwise)
+                          torch_quantize_tensorwise, wall_per_iteration)
 import torch  # noqa: E402
 
 import mymetaops  # noqa: E402
@@ -134,7 +134,9 @@ class Bench:
         return time.monotonic() > self.deadline
 
     def measure(self, base: dict, fn, ref=None, rows=None) -> dict:
-        """One record: base + first_call_s, rel_err, time_us, tflops (or error)."""
+        """One record: base + first_call_s, rel_err, time_us, tflops (or error); for auto and the
+        anchors also back_to_back_us, the wall time per call of calls made back to back (no L2
+        flush between them): above time_us where the host, not the GPU, sets the pace."""
         if time.monotonic() > self.hard_deadline:
             raise BudgetExhausted()
         r = dict(base, time_us=None, tflops=None, rel_err=None, first_call_s=None, error=None)
@@ -151,6 +153,9 @@ class Bench:
             r["time_us"] = min(median_us(fn, self.device, self.args.warmup_ms, self.args.rep_ms)
                                for _ in range(self.args.repeats))
             r["tflops"] = 2.0 * base["m"] * base["n"] * base["k"] / r["time_us"] / 1e6
+            if base["what"] in ("auto", "anchor"):
+                calls = max(5, min(200, int(5000 / max(r["time_us"], 1.0))))  # about 5 ms
+                r["back_to_back_us"] = wall_per_iteration(fn, calls, self.device) * 1e6
         except BudgetExhausted:
             raise
         except Exception as e:  # noqa: BLE001  (one failing candidate is reported, not fatal)
@@ -240,6 +245,8 @@ def summarize(summary, recs, choice, exact, anchor_name):
     auto_us = auto["time_us"] if auto else None
     anchor_us = anchor["time_us"] if anchor else None
     summary.update(
+        auto_back_to_back_us=auto.get("back_to_back_us") if auto else None,
+        anchor_back_to_back_us=anchor.get("back_to_back_us") if anchor else None,
         auto_us=auto_us, auto_tflops=auto["tflops"] if auto else None, auto_rel_err=auto["rel_err"] if auto else None,
         auto_error=auto["error"] if auto else None, anchor=anchor_name, anchor_us=anchor_us,
         speedup_vs_anchor=(anchor_us / auto_us) if anchor_us and auto_us else None,
