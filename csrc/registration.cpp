@@ -59,6 +59,7 @@ TORCH_LIBRARY(mymetaops, m) {
       "_fp8_gemm_check(Tensor xq, Tensor wq, Tensor x_scale, Tensor w_scale, Tensor? bias, "
       "ScalarType? out_dtype) -> ()");
   m.def("_gemm_check(Tensor a, Tensor b, Tensor? bias) -> ()");
+  m.def("_fp8_linear_check(Tensor x, Tensor weight, Tensor? bias) -> ()");
   // The native kernels with an explicit config [kernel, split_k] (benchmarks time every candidate).
   m.def(
       "_fp8_gemm_native(Tensor xq, Tensor wq, Tensor x_scale, Tensor w_scale, Tensor? bias, "

@@ -14,6 +14,7 @@
 
 #include <type_traits>
 
+#include "../autograd/node.h"
 #include "../dispatch/dispatch.h"
 #include "embedding_bag.h"
 
@@ -54,6 +55,9 @@ at::Tensor call_psw_backward(const at::Tensor& grad, const at::Tensor& weight, c
 
 using torch::autograd::Node;
 using torch::autograd::SavedVariable;
+using autograd::make_node;
+using autograd::no_forward_ad;
+using autograd::NodePtr;
 
 // The lookup arguments every gradient op needs again, and the forced backend of the call: the
 // backward runs on an autograd thread, which has no use_backend of its own.
@@ -79,32 +83,6 @@ at::Tensor unpack(const SavedVariable& saved) { return saved.unpack(); }
 OptTensor unpack_optional(const SavedVariable& saved) {
   at::Tensor t = saved.unpack();
   return t.defined() ? OptTensor(t) : std::nullopt;
-}
-
-// Nodes are written as torch's own derivative code is (not as torch::autograd::Function), so that
-// torch.func's grad / vjp / jacrev transforms work through them. Edges: the differentiable inputs.
-// The node handle: std::shared_ptr<Node> up to torch 2.13, c10::intrusive_ptr<Node> from 2.14.
-using NodePtr = std::decay_t<decltype(std::declval<const at::TensorBase&>().grad_fn())>;
-
-template <typename Derived>
-Derived* make_node(NodePtr& node, torch::autograd::edge_list edges) {
-  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<Node>>) {
-    node = std::shared_ptr<Derived>(new Derived());
-  } else {
-    node = c10::make_intrusive<Derived>();
-  }
-  node->set_next_edges(std::move(edges));
-  return static_cast<Derived*>(node.get());
-}
-
-// Forward mode is implemented where it is cheap (the forward is linear in weight and in the
-// per-sample weights); the gradient ops refuse it clearly rather than return a zero tangent.
-void no_forward_ad(std::initializer_list<OptTensor> inputs, const char* op) {
-  for (const OptTensor& t : inputs) {
-    TORCH_CHECK(!torch::autograd::isFwGradDefined(t), "mymetaops.", op,
-                ": forward-mode AD (torch.func.jvp / jacfwd / forward_ad) is not implemented for "
-                "this op; use reverse mode (torch.func.vjp / jacrev / backward)");
-  }
 }
 
 // Edges: weight, per_sample_weights.

@@ -33,6 +33,16 @@ at::ScalarType check_fp8_gemm_args(const at::Tensor& xq, const at::Tensor& wq,
                                    const OptTensor& bias, OptDType out_dtype);
 void check_gemm_args(const at::Tensor& a, const at::Tensor& b, const OptTensor& bias);
 
+// fp8_linear's: x [..., K] and weight [N, K] in bf16/fp16, K and N multiples of 16, bias [N].
+void check_linear_args(const at::Tensor& x, const at::Tensor& weight, const OptTensor& bias);
+
+// The family's ops called through the dispatcher: the composite fp8_linear and the autograd build
+// on them, so every backend, the forced backend and the fake kernels apply.
+at::Tensor call_gemm(const at::Tensor& a, const at::Tensor& b, const OptTensor& bias);
+std::tuple<at::Tensor, at::Tensor> call_quantize_rowwise(const at::Tensor& x);
+at::Tensor call_fp8_gemm(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& x_scale,
+                         const at::Tensor& w_scale, const OptTensor& bias, OptDType out_dtype);
+
 // Whether checked scales are rowwise (else tensorwise).
 inline bool rowwise(const at::Tensor& x_scale) { return x_scale.dim() > 0 && x_scale.numel() > 1; }
 bool scales_rowwise(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& x_scale,

@@ -1,6 +1,6 @@
-"""The GEMM family's Python half: the public wrappers, fake kernels, autograd, the FP8 training
-layer, and the hooks into the GPU dispatch (exact problems, Triton launchers). The checks and
-kernels are C++ (csrc/gemm/); the model that picks a kernel is mymetaops.model.gemm and
+"""The GEMM family's Python half: the public wrappers, fake kernels, and the hooks into the GPU
+dispatch (exact problems, Triton launchers). The checks, kernels, fp8_linear and the autograd of
+gemm and fp8_linear are C++ (csrc/gemm/); the model that picks a kernel is mymetaops.model.gemm and
 mymetaops.model.quantize_fp8.
 
 Conventions (FBGEMM's, which torch._scaled_mm shares): `wq` is [N, K] (nn.Linear's weight layout),
@@ -113,79 +113,8 @@ def _gemm_native_fake(a, b, bias, config):
 
 @torch.library.register_fake("mymetaops::fp8_linear")
 def _fp8_linear_fake(x, weight, bias=None):
-    _check_linear(x, weight, bias)
+    _ops._fp8_linear_check(x, weight, bias)
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-# ---- autograd -----------------------------------------------------------------------------------
-
-def _gemm_setup(ctx, inputs, output):
-    a, b, bias = inputs
-    ctx.save_for_backward(a, b)
-    ctx.has_bias = bias is not None
-
-
-def _gemm_backward(ctx, grad):
-    a, b = ctx.saved_tensors
-    grad_a = _ops.gemm(grad, b.t()) if ctx.needs_input_grad[0] else None
-    grad_b = _ops.gemm(a.t(), grad) if ctx.needs_input_grad[1] else None
-    grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-    return grad_a, grad_b, grad_bias
-
-
-torch.library.register_autograd("mymetaops::gemm", _gemm_backward, setup_context=_gemm_setup)
-
-
-def _check_linear(x, weight, bias):
-    if x.dtype not in (torch.bfloat16, torch.float16) or weight.dtype != x.dtype:
-        raise TypeError(f"fp8_linear: x and weight must both be bfloat16 or float16, got {x.dtype} and {weight.dtype}")
-    if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"fp8_linear: x [..., K] and weight [N, K] must share K, got {tuple(x.shape)} and "
-                         f"{tuple(weight.shape)}")
-    if weight.shape[0] % 16 or weight.shape[1] % 16:
-        raise ValueError(f"fp8_linear: in_features and out_features must be multiples of 16 (FP8 tensor "
-                         f"cores take K in steps of 16; the input gradient's K is out_features), got weight "
-                         f"{tuple(weight.shape)}")
-    if bias is not None and (bias.shape != (weight.shape[0],) or bias.dtype != x.dtype):
-        raise ValueError(f"fp8_linear: bias must be [{weight.shape[0]}] in {x.dtype}, got {tuple(bias.shape)} "
-                         f"{bias.dtype}")
-
-
-def _fp8_linear_impl(x, weight, bias=None):
-    _check_linear(x, weight, bias)
-    x2 = x.reshape(-1, x.shape[-1])
-    xq, xs = _ops.quantize_fp8_rowwise(x2, None, None)
-    wq, ws = _ops.quantize_fp8_rowwise(weight, None, None)
-    return _ops.fp8_gemm(xq, wq, xs, ws, bias, x.dtype).reshape(*x.shape[:-1], weight.shape[0])
-
-
-torch.library.impl("mymetaops::fp8_linear", "CompositeExplicitAutograd")(_fp8_linear_impl)
-
-
-def _fp8_linear_setup(ctx, inputs, output):
-    x, weight, bias = inputs
-    ctx.save_for_backward(x, weight)
-    ctx.has_bias = bias is not None
-
-
-def _fp8_linear_backward(ctx, grad):
-    x, weight = ctx.saved_tensors
-    g = grad.reshape(-1, grad.shape[-1]).to(x.dtype)
-    grad_x = grad_w = grad_b = None
-    if ctx.needs_input_grad[0]:
-        # grad_x[M, K] = g[M, N] . weight[N, K]: FP8, with weight^T [K, N] as the [N', K'] operand.
-        gq, gs = _ops.quantize_fp8_rowwise(g, None, None)
-        wtq, wts = _ops.quantize_fp8_rowwise(weight.t().contiguous(), None, None)
-        grad_x = _ops.fp8_gemm(gq, wtq, gs, wts, None, x.dtype).reshape(x.shape)
-    if ctx.needs_input_grad[1]:
-        # The weight gradient's K is the batch: kept in bf16/fp16 (see README, "FP8 training").
-        grad_w = _ops.gemm(g.t(), x.reshape(-1, x.shape[-1]))
-    if ctx.has_bias and ctx.needs_input_grad[2]:
-        grad_b = g.sum(0)
-    return grad_x, grad_w, grad_b
-
-
-torch.library.register_autograd("mymetaops::fp8_linear", _fp8_linear_backward, setup_context=_fp8_linear_setup)
 
 
 # ---- the family's hooks into the GPU dispatch ---------------------------------------------------

@@ -137,6 +137,22 @@ def test_fp8_linear_gradients_track_bf16(device):
     assert relative_error(ours[2], ref[2]) <= 1e-2  # the weight gradient runs in bf16
 
 
+def test_autograd_in_cpp_second_order_and_forward_mode():
+    # gemm's backward is made of gemm: differentiable again (d/da of <grad_b, v> = grad @ v^T).
+    a = torch.randn(5, 32, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(32, 16, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(5, 16, dtype=torch.bfloat16, requires_grad=True)
+    grad_b, = torch.autograd.grad(mymetaops.gemm(a, b), b, g, create_graph=True)
+    v = torch.randn(32, 16, dtype=torch.bfloat16)
+    grad_g, = torch.autograd.grad((grad_b * v).sum(), g)
+    assert relative_error(grad_g, a.double() @ v.double()) <= GEMM_RTOL[torch.bfloat16]
+    with pytest.raises(RuntimeError, match="forward-mode AD"):
+        torch.func.jvp(lambda t: mymetaops.gemm(t, b.detach()), (a.detach(),), (torch.ones_like(a),))
+    w = torch.randn(16, 32, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="forward-mode AD"):
+        torch.func.jvp(lambda t: mymetaops.fp8_linear(t, w), (a.detach(),), (torch.ones_like(a),))
+
+
 def test_fp8_linear_module_is_a_linear():
     m = mymetaops.nn.Fp8Linear(32, 16, dtype=torch.bfloat16)
     assert isinstance(m, torch.nn.Linear) and set(m.state_dict()) == {"weight", "bias"}
