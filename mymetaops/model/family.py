@@ -71,6 +71,11 @@ class Family(abc.ABC):
         """Why `op` has no candidate of `backend`, for the error when that backend is forced."""
         return ""
 
+    def absent_reason(self, op: str, problem: Any, hw: HardwareSpec, backend: str) -> str:
+        """Why `problem` gets no candidate of `backend` on `hw` (explain and the forced-backend
+        error say it); by default the op-level note."""
+        return self.missing_backend_note(op, backend)
+
     @abc.abstractmethod
     def bucket_key(self, op: str, problem: Any) -> tuple[int, ...]:
         """The dispatch decides once per bucket: sizes rounded to what changes the choice. The

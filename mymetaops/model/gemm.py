@@ -232,18 +232,29 @@ def _split_choices(p: GemmProblem, tk: int, max_split: int, slots: int, tiles: i
 
 # --- candidates ---------------------------------------------------------------------------------
 
+def native_refusal(p: GemmProblem, hw: HardwareSpec) -> str:
+    """Why no native kernel of the chip takes the problem ('' when some may; see native_rows)."""
+    if p.input == "fp8":
+        if p.fp8_format != ("e4m3fnuz" if hw.arch == "gfx942" else "e4m3fn"):
+            return f"{p.fp8_format} is not {hw.arch}'s FP8 format"
+        if p.out_dtype not in NATIVE_FP8_OUT[hw.vendor]:
+            return f"the native FP8 kernels write {' or '.join(NATIVE_FP8_OUT[hw.vendor])} only"
+        if p.n % NATIVE_FP8_N_MULTIPLE[hw.vendor]:
+            return f"the native FP8 kernels need N % {NATIVE_FP8_N_MULTIPLE[hw.vendor]} == 0 (16-byte output rows)"
+    elif not p.native_layout or p.b_layout == "strided":
+        return "the native kernels need a with K contiguous, b N- or K-contiguous, 16-byte aligned rows"
+    return ""
+
+
 def native_rows(p: GemmProblem, hw: HardwareSpec) -> list[tuple[int, KernelRow]]:
     table = native_table(hw.vendor)
     rows = []
-    if p.input == "fp8" and (p.out_dtype not in NATIVE_FP8_OUT[hw.vendor]
-                             or p.n % NATIVE_FP8_N_MULTIPLE[hw.vendor]
-                             or p.fp8_format != ("e4m3fnuz" if hw.arch == "gfx942" else "e4m3fn")):
+    if native_refusal(p, hw):
         return rows
     for index, row in enumerate(table):
         if row.arch != hw.arch or row.input != p.input or row.name in NATIVE_NOT_OFFERED:
             continue
-        if p.input != "fp8" and (not p.native_layout or p.b_layout == "strided"
-                                 or (row.b_k_major_only and p.b_layout != "k_contiguous")):
+        if p.input != "fp8" and row.b_k_major_only and p.b_layout != "k_contiguous":
             continue
         rows.append((index, row))
     return rows
@@ -384,6 +395,13 @@ class GemmFamily(Family):
             yield "triton", config, e
         if not vendor_available(problem, hw):
             yield "vendor", VENDOR_CONFIG[op], vendor_estimate(problem, hw)
+
+    def absent_reason(self, op, problem, hw, backend):
+        if backend == "native":
+            return native_refusal(problem, hw) or self.missing_backend_note(op, backend)
+        if backend == "vendor":
+            return vendor_available(problem, hw) or self.missing_backend_note(op, backend)
+        return self.missing_backend_note(op, backend)
 
     def missing_backend_note(self, op, backend):
         if backend == "native":

@@ -55,6 +55,7 @@ class Decision:
     candidates: tuple[Candidate, ...]  # fastest (steady state) first
     choice: Candidate
     reason: str
+    absent: tuple[tuple[str, str], ...] = ()  # (backend, why it has no candidate here)
 
 
 def _candidates(family: Family, op: str, problem: Any, hw: HardwareSpec, native_available: bool) -> list[Candidate]:
@@ -109,8 +110,9 @@ def _decide(family: Family, op: str, problem: Any, hardware: HardwareSpec, backe
         raise ValueError(f"backend must be 'auto' or one of {', '.join(BACKENDS)}, got {backend!r}")
     candidates = _candidates(family, op, problem, hardware, native_available)
     offered = sorted({c.backend for c in candidates})
+    absent = tuple((b, family.absent_reason(op, problem, hardware, b)) for b in BACKENDS if b not in offered)
     if backend != "auto" and backend not in offered:
-        note = family.missing_backend_note(op, backend)
+        note = dict(absent)[backend]
         raise ValueError(f"{op} has no {backend} candidate here{': ' + note if note else ''}; "
                          f"backends with candidates: {', '.join(offered)}")
     if backend == "native" and not native_available:
@@ -142,7 +144,9 @@ def _decide(family: Family, op: str, problem: Any, hardware: HardwareSpec, backe
                    f"{first_call_note(fastest)}")
     if choice.first_call_us:
         reason += f" ({first_call_note(choice)})"
-    return Decision(op, hardware, problem, tuple(candidates), choice, reason)
+    if backend == "auto" and choice.backend != "native" and "native" in dict(absent):
+        reason += f"; no native kernel takes this problem: {dict(absent)['native'] or 'none built for this chip'}"
+    return Decision(op, hardware, problem, tuple(candidates), choice, reason, absent)
 
 
 def format_decision(decision: Decision, shown: int = SHOWN_CANDIDATES) -> str:
@@ -170,6 +174,7 @@ def _candidate_lines(decision: Decision, shown: int) -> list[str]:
         lines.append(f"{mark} {c.backend:8} {str(c.config):34} {c.time_us:9.1f}  {first:15} {c.bound:8} {note}")
     if len(decision.candidates) > len(rows):
         lines.append(f"  ... {len(decision.candidates) - len(rows)} more candidates not shown")
+    lines += [f"  {backend}: no candidate: {why or 'none for this op'}" for backend, why in decision.absent]
     lines.append(f"choice: {decision.choice.backend} {decision.choice.config}: {decision.reason}")
     return lines
 

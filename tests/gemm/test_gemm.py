@@ -309,6 +309,13 @@ def test_vendor_rules_and_buckets():
     assert "bias" in model.gemm.vendor_available(f32_bias, hw)  # torch._scaled_mm refuses it
 
 
+def test_a_choice_without_native_says_why():
+    d = model.decide("fp8_gemm", model.gemm.GemmProblem(5000, 1500, 2000), model.get_hardware("H200"))
+    assert d.choice.backend == "triton" and "no native kernel takes this problem: " in d.reason
+    assert "N % 8" in dict(d.absent)["native"] and "N % 16" in dict(d.absent)["vendor"]
+    assert "native: no candidate" in model.format_decision(d)
+
+
 def test_native_table_mirror_matches_the_build():
     from mymetaops import _C
 
