@@ -1,11 +1,12 @@
 """A toy recommendation model trained with mymetaops on the present device.
 
-    python -m mymetaops.demo [--steps 30] [--device cpu|cuda]
+    python -m mymetaops.demo [--steps 30] [--device cpu|cuda] [--fp8]
 
 Three embedding tables pooled with `mymetaops.embedding_bag` (jagged bags, empty ones included),
 a bottom MLP for dense features and a top MLP; a few SGD steps on synthetic clicks. It prints the
 loss and the kernel the model picks for each table (and, on a CPU-only machine, what it would pick
-on an H200 and an MI350X).
+on an H200 and an MI350X). --fp8: the top MLP's hidden layer is a `mymetaops.nn.Fp8Linear` (bf16
+master weights, FP8 GEMMs for its forward and input gradient).
 """
 from __future__ import annotations
 
@@ -22,14 +23,25 @@ MEAN_BAG_SIZE = (20, 8, 2)
 DENSE_FEATURES = 13
 
 
+class Bf16Fp8Linear(nn.Module):
+    """An Fp8Linear in a float32 model: bf16 in (its master weights' dtype), float32 out."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = mymetaops.nn.Fp8Linear(in_features, out_features, dtype=torch.bfloat16)
+
+    def forward(self, x):
+        return self.linear(x.to(torch.bfloat16)).float()
+
+
 class ToyRecsys(nn.Module):
-    def __init__(self):
+    def __init__(self, fp8: bool = False):
         super().__init__()
         self.tables = nn.ParameterList(
             nn.Parameter(torch.randn(rows, EMBEDDING_DIM) * 0.05) for rows in TABLE_ROWS)
         self.bottom = nn.Sequential(nn.Linear(DENSE_FEATURES, EMBEDDING_DIM), nn.ReLU())
-        self.top = nn.Sequential(nn.Linear(EMBEDDING_DIM * (len(TABLE_ROWS) + 1), 128), nn.ReLU(),
-                                 nn.Linear(128, 1))
+        hidden = (Bf16Fp8Linear if fp8 else nn.Linear)(EMBEDDING_DIM * (len(TABLE_ROWS) + 1), 128)
+        self.top = nn.Sequential(hidden, nn.ReLU(), nn.Linear(128, 1))
 
     def forward(self, dense, sparse):
         pooled = [mymetaops.embedding_bag(indices, table, offsets, mode="sum")
@@ -77,15 +89,16 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--fp8", action="store_true", help="the top MLP's hidden layer in FP8 (Fp8Linear)")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = ToyRecsys().to(device)
+    model = ToyRecsys(args.fp8).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     generator = torch.Generator().manual_seed(0)
     batches = [synthetic_batch(args.batch_size, generator, device) for _ in range(4)]
     print(f"mymetaops demo on {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}), "
-          f"backend={mymetaops.current_backend()}")
+          f"backend={mymetaops.current_backend()}{', top hidden layer in FP8' if args.fp8 else ''}")
     print_dispatch(model, batches[0][1], device)
     loss_fn = nn.BCEWithLogitsLoss()
     for step in range(args.steps):
