@@ -102,6 +102,7 @@ def make_predictor(row: Row, hw):
         if c.kernel >= len(table) or table[c.kernel].name != c.name:
             return None
         k = table[c.kernel]
+        p = gm.tiled_problem(p, k)
         split = 1 if k.schedule == "stream_k" else c.split_k
         tiling = gm.Tiling(k.tile_m, k.tile_n, k.tile_k, k.cluster_m, k.cluster_n, k.schedule, split)
         launch = costs.launch_us(hw, "native")

@@ -58,10 +58,10 @@ Layout layout_of_b(const at::Tensor& b);
 
 // The native kernel table as Python sees it (mymetaops._C._native_gemm_kernels): per row, the
 // name, then input, tile_m, tile_n, tile_k, cluster_m, cluster_n, schedule, stages, max_split_k,
-// warps, b_k_major_only (gemm.h's GemmKernelInfo). GPU builds set the provider; CPU builds have no
+// warps, b_k_major_only, swap_ab (gemm.h's GemmKernelInfo). GPU builds set the provider; CPU builds have no
 // table.
 using KernelTableRow = std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                  int64_t, int64_t, int64_t, int64_t, int64_t>;
+                                  int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 using KernelTableProvider = std::vector<KernelTableRow> (*)();
 void set_native_kernel_table_provider(KernelTableProvider provider);
 

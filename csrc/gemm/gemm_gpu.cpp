@@ -299,7 +299,7 @@ std::vector<KernelTableRow> native_kernel_table() {
     const GemmKernelInfo& r = rows[i];
     out.emplace_back(r.name, static_cast<int64_t>(r.input), r.tile_m, r.tile_n, r.tile_k,
                      r.cluster_m, r.cluster_n, static_cast<int64_t>(r.schedule), r.stages,
-                     r.max_split_k, r.warps, r.b_k_major_only);
+                     r.max_split_k, r.warps, r.b_k_major_only, r.swap_ab);
   }
   return out;
 }

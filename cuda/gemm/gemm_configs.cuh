@@ -21,11 +21,13 @@ enum class Mainloop : int32_t {
                             // split-K or stream-K chosen per launch
 };
 
-// One CUTLASS instance's shape; a C++20 class-type template argument of the kernel templates.
+// One CUTLASS instance's shape, a template argument of the kernel templates. swap_ab: the kernel
+// computes out^T = wq . xq^T (m tiles N, n tiles M) and stores it column-major, which is out.
 struct TileConfig {
   int32_t m, n, k;
   int32_t cluster_m, cluster_n;
   Mainloop mainloop;
+  bool swap_ab = false;
 };
 
 // FP8 tiles (K tile 128 = one 128-byte TMA/swizzle row of e4m3).
@@ -42,6 +44,9 @@ inline constexpr TileConfig kFp8SplitK{128, 128, 128, 1, 2, Mainloop::kCooperati
 inline constexpr TileConfig kFp8SmallM{64, 128, 128, 1, 1, Mainloop::kPingpong};
 // Small M or N with few tiles: narrow tiles cut along K so enough CTAs stream the weights.
 inline constexpr TileConfig kFp8Narrow{128, 64, 128, 1, 1, Mainloop::kCooperativeStreamK};
+// Small N at large M (MLP layers of 64 outputs): A and B swapped, so N fills wgmma's 64-row side
+// instead of half of a 128-wide tile; torch._scaled_mm's rowwise kernel transposes such problems.
+inline constexpr TileConfig kFp8SmallNSwapped{64, 128, 128, 1, 1, Mainloop::kPingpong, true};
 
 // bf16 tiles (K tile 64 = one 128-byte swizzle row of bf16).
 // Large problems: the bf16 counterpart of kFp8Large.

@@ -86,32 +86,45 @@ struct Assemble {
   static constexpr int32_t kWarps = Kernel::MaxThreadsPerBlock / 32;
 };
 
-template <const TileConfig& kTile, class Fusion>
+template <const TileConfig& kTile, class Fusion, class LayoutD = RowMajor>
 using BuildEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Shapes<kTile>::Tile,
     typename Shapes<kTile>::Cluster, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-    void, RowMajor, 8,                  // no C operand
-    cutlass::bfloat16_t, RowMajor, 8,   // D: bf16 rows, 16-byte aligned for the TMA store
+    void, LayoutD, 8,                   // no C operand
+    cutlass::bfloat16_t, LayoutD, 8,    // D: bf16, 16-byte aligned runs for the TMA store
     typename Shapes<kTile>::EpilogueSchedule, Fusion>::CollectiveOp;
 
 constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 
 // FP8: D = bf16(w_scale[n] * (x_scale[m] * acc) + bias[n]). The scale broadcasts take their
 // stride as a run-time bool: true walks the [M] / [N] vector (rowwise), false repeats element 0
-// (tensorwise), so one instance serves both. A null bias reads as 0.
+// (tensorwise), so one instance serves both. A null bias reads as 0. Swapped (kTile.swap_ab), the
+// kernel's rows are out's columns: x_scale broadcasts along its rows, w_scale and bias along its
+// columns, and D = out^T is stored column-major.
+template <class Tile, bool kPerRow, class Element>
+using Broadcast = std::conditional_t<
+    kPerRow, fusion::Sm90ColBroadcast<0, Tile, Element, float, Stride<bool, _0, _0>>,
+    fusion::Sm90RowBroadcast<0, Tile, Element, float, Stride<_0, bool, _0>>>;
+template <class Tile, bool kPerRow>
+using BiasBroadcast = std::conditional_t<
+    kPerRow, fusion::Sm90ColBroadcast<0, Tile, cutlass::bfloat16_t, float, Stride<_1, _0, _0>>,
+    fusion::Sm90RowBroadcast<0, Tile, cutlass::bfloat16_t, float, Stride<_0, _1, _0>>>;
+
 template <const TileConfig& kTile>
 struct Fp8Kernel {
   using Tile = typename Shapes<kTile>::Tile;
-  using XScale = fusion::Sm90ColBroadcast<0, Tile, float, float, Stride<bool, _0, _0>>;
-  using WScale = fusion::Sm90RowBroadcast<0, Tile, float, float, Stride<_0, bool, _0>>;
-  using Bias = fusion::Sm90RowBroadcast<0, Tile, cutlass::bfloat16_t, float, Stride<_0, _1, _0>>;
+  static constexpr bool kSwap = kTile.swap_ab;
+  using XScale = Broadcast<Tile, !kSwap, float>;  // one per row of out
+  using WScale = Broadcast<Tile, kSwap, float>;   // one per column of out
+  using Bias = BiasBroadcast<Tile, kSwap>;
   using XScaled = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
                                   XScale, fusion::Sm90AccFetch>;
   using Fusion = fusion::Sm90EVT<
       fusion::Sm90Compute<cutlass::homogeneous_multiply_add, cutlass::bfloat16_t, float, kRound>,
       WScale, XScaled, Bias>;
   using Parts = Assemble<kTile, cutlass::float_e4m3_t, ColumnMajor,
-                         typename Shapes<kTile>::Fp8MainloopSchedule, BuildEpilogue<kTile, Fusion>>;
+                         typename Shapes<kTile>::Fp8MainloopSchedule,
+                         BuildEpilogue<kTile, Fusion, std::conditional_t<kSwap, ColumnMajor, RowMajor>>>;
   using Gemm = typename Parts::Gemm;
 };
 
@@ -151,23 +164,42 @@ void set_schedule(typename Gemm::Arguments& a, const RunOptions& run) {
   }
 }
 
-template <class Gemm>
+// The stride of a scale broadcast: along the kernel's rows (kPerRow) or its columns.
+template <bool kPerRow>
+auto broadcast_stride(bool rowwise) {
+  if constexpr (kPerRow) {
+    return cute::make_stride(rowwise, _0{}, _0{});
+  } else {
+    return cute::make_stride(_0{}, rowwise, _0{});
+  }
+}
+
+template <class Gemm, bool kSwap>
 typename Gemm::Arguments fp8_arguments(const Fp8GemmArgs& g, const RunOptions& run) {
   using Kernel = typename Gemm::GemmKernel;
   const bool rowwise = g.scale_mode == ScaleMode::kRowwise;
+  const auto* x = static_cast<const cutlass::float_e4m3_t*>(g.xq);
+  const auto* w = static_cast<const cutlass::float_e4m3_t*>(g.wq);
   typename Gemm::Arguments a{};
   a.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  a.problem_shape = Problem{static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1};
-  a.mainloop.ptr_A = static_cast<const cutlass::float_e4m3_t*>(g.xq);
-  a.mainloop.dA = typename Kernel::StrideA{g.ldx, _1{}, int64_t{0}};
-  a.mainloop.ptr_B = static_cast<const cutlass::float_e4m3_t*>(g.wq);
-  a.mainloop.dB = typename Kernel::StrideB{g.ldw, _1{}, int64_t{0}};
+  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  // Both operands are K-major: A is [rows, K], B is [columns, K] (column-major K x columns).
+  a.problem_shape = kSwap ? Problem{n, m, k, 1} : Problem{m, n, k, 1};
+  a.mainloop.ptr_A = kSwap ? w : x;
+  a.mainloop.dA = typename Kernel::StrideA{kSwap ? g.ldw : g.ldx, _1{}, int64_t{0}};
+  a.mainloop.ptr_B = kSwap ? x : w;
+  a.mainloop.dB = typename Kernel::StrideB{kSwap ? g.ldx : g.ldw, _1{}, int64_t{0}};
   auto& fusion = a.epilogue.thread;  // the operands of Fp8Kernel::Fusion, in its order
-  fusion.op_0 = {g.w_scale, 0.0f, cute::make_stride(_0{}, rowwise, _0{})};
-  fusion.op_1.op_0 = {g.x_scale, 0.0f, cute::make_stride(rowwise, _0{}, _0{})};
+  fusion.op_0 = {g.w_scale, 0.0f, broadcast_stride<kSwap>(rowwise)};
+  fusion.op_1.op_0 = {g.x_scale, 0.0f, broadcast_stride<!kSwap>(rowwise)};
   fusion.op_2 = {static_cast<const cutlass::bfloat16_t*>(g.bias), cutlass::bfloat16_t(0.0f), {}};
   a.epilogue.ptr_D = static_cast<cutlass::bfloat16_t*>(g.out);
-  a.epilogue.dD = typename Kernel::StrideD{g.ldo, _1{}, int64_t{0}};
+  // Swapped, D is out^T in column-major order: element (i, j) at i + j * ldo, out[j][i].
+  if constexpr (kSwap) {
+    a.epilogue.dD = typename Kernel::StrideD{_1{}, g.ldo, int64_t{0}};
+  } else {
+    a.epilogue.dD = typename Kernel::StrideD{g.ldo, _1{}, int64_t{0}};
+  }
   set_schedule<Gemm>(a, run);
   return a;
 }
@@ -237,10 +269,10 @@ const Fp8Instance& fp8_entry() {
   static const Fp8Instance instance{
       K::Parts::kStages, K::Parts::kWarps,
       [](const Fp8GemmArgs& g, const RunOptions& r) -> int64_t {
-        return static_cast<int64_t>(Gemm::get_workspace_size(fp8_arguments<Gemm>(g, r)));
+        return static_cast<int64_t>(Gemm::get_workspace_size(fp8_arguments<Gemm, K::kSwap>(g, r)));
       },
       [](const Fp8GemmArgs& g, const RunOptions& r, cudaStream_t s) -> LaunchError {
-        return run<Gemm>(fp8_arguments<Gemm>(g, r), g.workspace, r.device, s);
+        return run<Gemm>(fp8_arguments<Gemm, K::kSwap>(g, r), g.workspace, r.device, s);
       }};
   return instance;
 }

@@ -53,6 +53,9 @@ constexpr Row kRows[] = {
      &bf16_instance<kBf16Large, false>, &bf16_instance<kBf16Large, true>},
     {"bf16_128x128x64_pingpong", GemmInput::kBFloat16, kBf16Medium, kPersistent, kDP, 1, nullptr,
      &bf16_instance<kBf16Medium, false>, &bf16_instance<kBf16Medium, true>},
+    // Appended: a row's index is its id in recorded benchmark results.
+    {"fp8_swapped_64x128x128_pingpong", GemmInput::kFp8, kFp8SmallNSwapped, kPersistent, kDP, 1,
+     &fp8_instance<kFp8SmallNSwapped>, nullptr, nullptr},
 };
 constexpr int32_t kNumRows = static_cast<int32_t>(sizeof(kRows) / sizeof(kRows[0]));
 
@@ -65,7 +68,7 @@ const std::array<GemmKernelInfo, kNumRows>& table() {
       const int32_t warps = r.fp8 ? r.fp8().warps : r.bf16_nk().warps;
       t[i] = GemmKernelInfo{r.name, r.input, r.tile.m, r.tile.n, r.tile.k,
                             r.tile.cluster_m, r.tile.cluster_n, r.schedule, stages,
-                            r.max_split_k, warps, r.fp8 != nullptr};
+                            r.max_split_k, warps, r.fp8 != nullptr, r.tile.swap_ab};
     }
     return t;
   }();

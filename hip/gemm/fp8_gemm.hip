@@ -341,7 +341,7 @@ LaunchError launch_kernel(const Fp8GemmParams& p, DType out_dtype, bool partial,
 template <typename Tile>
 constexpr Row row(const char* name) {
   return {{name, GemmInput::kFp8, Tile::kBM, Tile::kBN, Tile::kBK, 1, 1,
-           GemmSchedule::kDataParallel, 2, kMaxSplitK, kWaves, 1},
+           GemmSchedule::kDataParallel, 2, kMaxSplitK, kWaves, 1, 0},
           Tile::kArch, Tile::kBK, &launch_kernel<Tile>};
 }
 

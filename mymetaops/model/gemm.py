@@ -260,9 +260,15 @@ def native_rows(p: GemmProblem, hw: HardwareSpec) -> list[tuple[int, KernelRow]]
     return rows
 
 
-def native_candidates(p: GemmProblem, hw: HardwareSpec):
+def tiled_problem(p: GemmProblem, row: KernelRow) -> GemmProblem:
+    """The problem as a kernel row tiles it: M and N exchanged for a swapped (out^T) kernel."""
+    return replace(p, m=p.n, n=p.m) if row.swap_ab else p
+
+
+def native_candidates(p0: GemmProblem, hw: HardwareSpec):
     launch = costs.launch_us(hw, "native")
-    for index, row in native_rows(p, hw):
+    for index, row in native_rows(p0, hw):
+        p = tiled_problem(p0, row)
         cost = NATIVE_COST.get(row.name, DEFAULT_NATIVE_COST[hw.vendor])
         tiles = (-(-p.m // row.tile_m)) * (-(-p.n // row.tile_n))
         splits = [1] if row.schedule == "stream_k" else _split_choices(

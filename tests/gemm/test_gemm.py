@@ -309,6 +309,13 @@ def test_vendor_rules_and_buckets():
     assert "bias" in model.gemm.vendor_available(f32_bias, hw)  # torch._scaled_mm refuses it
 
 
+def test_a_swapped_kernel_tiles_the_transposed_problem():
+    row = next(r for r in model.gemm_kernels.CUDA_KERNELS if r.swap_ab)
+    p = model.gemm.GemmProblem(131072, 64, 256)
+    q = model.gemm.tiled_problem(p, row)
+    assert (q.m, q.n, q.k) == (64, 131072, 256) and model.gemm.tiled_problem(q, row) == p
+
+
 def test_a_choice_without_native_says_why():
     d = model.decide("fp8_gemm", model.gemm.GemmProblem(5000, 1500, 2000), model.get_hardware("H200"))
     assert d.choice.backend == "triton" and "no native kernel takes this problem: " in d.reason

@@ -41,6 +41,7 @@ struct GemmKernelInfo {
   int32_t max_split_k;     // largest GemmConfig.split_k it accepts (1: no split-K)
   int32_t warps;           // warps/wavefronts per CTA/workgroup (consumers + producers)
   int32_t b_k_major_only;  // 1: w must be [N, K] (K contiguous); 0: also [K, N] (GemmArgs.w_kn)
+  int32_t swap_ab = 0;     // 1: computes out^T = wq . xq^T, its tile_m along N and tile_n along M
 };
 
 // The kernels this build has; *count receives how many. Same table on every call.
