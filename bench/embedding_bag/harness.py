@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,8 +18,11 @@ import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results"
-if str(REPO) not in sys.path:  # the benchmarks import mymetaops from this checkout, run from anywhere
-    sys.path.insert(0, str(REPO))
+for _p in (str(REPO), str(REPO / "bench")):  # this checkout's mymetaops and bench_common, from anywhere
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from bench_common import git_revision, interleaved_medians, sync, wall_per_iteration  # noqa: E402,F401
 
 # Criteo Kaggle (Display Advertising Challenge): the cardinalities of its 26 categorical features.
 CRITEO_CARDINALITIES = (1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593,
@@ -28,35 +30,6 @@ CRITEO_CARDINALITIES = (1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93
                         142572)
 CRITEO_ROW_CAP = 100_000
 SMOKE_ROW_CAP = 1000
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def wall_per_iteration(fn, iterations: int, device: torch.device) -> float:
-    """Seconds per call of `fn` over back-to-back calls, synchronized before and after only."""
-    sync(device)
-    start = time.perf_counter()
-    for _ in range(iterations):
-        fn()
-    sync(device)
-    return (time.perf_counter() - start) / iterations
-
-
-def interleaved_medians(fns: dict, iterations: int, repetitions: int, device: torch.device,
-                        warmup: int) -> dict:
-    """Median over `repetitions` of wall_per_iteration for each fn, the fns taking turns within a
-    repetition so that a drift in clocks or load hits all of them alike."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    samples = {name: [] for name in fns}
-    for _ in range(repetitions):
-        for name, fn in fns.items():
-            samples[name].append(wall_per_iteration(fn, iterations, device))
-    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def median_ms(fn, device: torch.device, quick: bool = False, grad_to_none=None) -> float:
@@ -130,15 +103,6 @@ def candidate_name(candidate) -> str:
     return f"{candidate.backend} {candidate.config}"
 
 
-def _git_revision() -> str | None:
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None  # the device machine's copy may have no .git
-
-
 def run_meta(device: torch.device) -> dict:
     try:
         import triton
@@ -152,7 +116,7 @@ def run_meta(device: torch.device) -> dict:
         gpu, hardware = f"CPU {platform.machine()} (smoke: numbers mean nothing)", None
     return dict(date=datetime.date.today().isoformat(), gpu=gpu, hardware=hardware,
                 torch=torch.__version__, cuda=torch.version.cuda, triton=triton_version,
-                python=platform.python_version(), revision=_git_revision())
+                python=platform.python_version(), revision=git_revision())
 
 
 def check(name: str, value: float, bound: float, at_most: bool, fmt: str = "{:.2f}") -> dict:

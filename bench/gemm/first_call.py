@@ -12,7 +12,6 @@ cache the first run filled.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -22,8 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_harness import (REPO, add_device_arguments, check, checks_markdown, default_prefix, device_of,  # noqa: E402
-                          meta_line, run_meta)
+from gemm_harness import REPO, add_device_arguments, check, checks_markdown, meta_line, report_main  # noqa: E402
 
 NAME = "first_call"
 # (M, N, K) of the first call and of the second (a new shape)
@@ -143,24 +141,8 @@ def markdown(meta, result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(prefix: Path, meta, result):
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{prefix}.json").write_text(json.dumps(dict(meta, **result), indent=1, default=str))
-    Path(f"{prefix}.md").write_text(markdown(meta, result))
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    device = device_of(args)
-    meta = run_meta(device)
-    result = run(args, device)
-    prefix = Path(args.out) if args.out else default_prefix(meta, "gemm-first_call")
-    write(prefix, meta, result)
-    print(markdown(meta, result))
-    print(f"written: {prefix}.json, {prefix}.md")
-    return 0
+    return report_main(argv, __doc__, add_arguments, run, markdown, "gemm-first_call")
 
 
 if __name__ == "__main__":

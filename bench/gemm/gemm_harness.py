@@ -8,13 +8,14 @@ alias `--dry-run`): tiny shapes, the CPU reference kernels, the Triton interpret
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import functools
 import inspect
+import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,11 +23,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RESULTS = REPO / "bench" / "results"
-for _p in (str(HERE), str(REPO)):  # this folder's modules and this checkout's mymetaops, from anywhere
-    if _p not in sys.path:
+for _p in (str(HERE), str(REPO), str(REPO / "bench")):  # this folder's modules, this checkout's mymetaops
+    if _p not in sys.path:                                  # and bench_common, from anywhere
         sys.path.insert(0, _p)
 
 import torch  # noqa: E402
+from bench_common import git_revision, interleaved_medians, sync, wall_per_iteration  # noqa: E402,F401
 
 # Measured FP8 / bf16 dense ceilings (TFLOP/s): DESIGN.md, H200, torch 2.11 (_scaled_mm and torch.mm
 # at 8192^3). Other chips: the best measured in the run.
@@ -52,11 +54,6 @@ def device_of(args) -> torch.device:
     elif device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     return device
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @functools.cache
@@ -88,45 +85,11 @@ def median_us(fn, device: torch.device, warmup_ms: float = 10, rep_ms: float = 3
     return statistics.median(times) * 1e6
 
 
-def wall_per_iteration(fn, iterations: int, device: torch.device) -> float:
-    """Seconds per call of `fn` over back-to-back calls, synchronized before and after only."""
-    sync(device)
-    start = time.perf_counter()
-    for _ in range(iterations):
-        fn()
-    sync(device)
-    return (time.perf_counter() - start) / iterations
-
-
-def interleaved_medians(fns: dict, iterations: int, repetitions: int, device: torch.device, warmup: int) -> dict:
-    """Median over `repetitions` of wall_per_iteration per fn, the fns taking turns in each
-    repetition so that a drift in clocks or load hits all alike."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    samples = {name: [] for name in fns}
-    for _ in range(repetitions):
-        for name, fn in fns.items():
-            samples[name].append(wall_per_iteration(fn, iterations, device))
-    return {name: statistics.median(s) for name, s in samples.items()}
-
-
 def hardware(device: torch.device):
     from mymetaops import model
     if device.type == "cuda":
         return model.detect_hardware(device)
     return model.get_hardware(DRY_RUN_HARDWARE)
-
-
-def _git_revision() -> str | None:
-    if os.environ.get("MYMETAOPS_REVISION"):  # the device machine's copy may have no .git: say it here
-        return os.environ["MYMETAOPS_REVISION"]
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None  # the device machine's copy may have no .git
 
 
 def run_meta(device: torch.device) -> dict:
@@ -141,7 +104,7 @@ def run_meta(device: torch.device) -> dict:
         gpu, hw = f"CPU {platform.machine()} (dry run: numbers mean nothing)", DRY_RUN_HARDWARE
     return dict(date=datetime.date.today().isoformat(), gpu=gpu, hardware=hw, torch=torch.__version__,
                 cuda=torch.version.cuda, hip=getattr(torch.version, "hip", None), triton=triton_version,
-                python=platform.python_version(), revision=_git_revision())
+                python=platform.python_version(), revision=git_revision())
 
 
 def meta_line(meta: dict) -> str:
@@ -158,6 +121,27 @@ def default_prefix(meta: dict, what: str) -> Path:
     """bench/results/<date>-<gpu>-<what> (dry runs: under /tmp, never among the recorded results)."""
     base = RESULTS if not meta["gpu"].startswith("CPU") else Path(os.environ.get("TMPDIR", "/tmp")) / "mymetaops-bench"
     return base / f"{meta['date']}-{gpu_slug(meta)}-{what}"
+
+
+def report_main(argv, doc: str, add_arguments, run, markdown, what: str, extra=None) -> int:
+    """A benchmark script's main: parse its arguments, run it, and write <prefix>.json and .md
+    (prefix: --out, else default_prefix(meta, what)). extra(prefix, meta, result, args), if given,
+    writes more files first and returns what markdown() takes after (meta, result)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    device = device_of(args)
+    meta = run_meta(device)
+    result = run(args, device)
+    prefix = Path(args.out) if args.out else default_prefix(meta, what)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    more = extra(prefix, meta, result, args) if extra else ()
+    text = markdown(meta, result, *more)
+    Path(f"{prefix}.json").write_text(json.dumps(dict(meta, **result), indent=1, default=str))
+    Path(f"{prefix}.md").write_text(text)
+    print(text)
+    print(f"written: {prefix}.json, {prefix}.md")
+    return 0
 
 
 def check(name: str, value, bound, at_most: bool, fmt: str = "{:.2f}") -> dict:

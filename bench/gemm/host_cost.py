@@ -15,14 +15,12 @@ sync allowed. Limit: fp8_gemm (wrapper) <= 1.2x torch._scaled_mm.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_harness import (add_device_arguments, check, checks_markdown, default_prefix, device_of,  # noqa: E402
-                          interleaved_medians, meta_line, run_meta, short_error, torch_quantize_rowwise)
+from gemm_harness import (add_device_arguments, check, checks_markdown, interleaved_medians, meta_line,  # noqa: E402
+                          report_main, short_error, torch_quantize_rowwise)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -174,24 +172,8 @@ def markdown(meta, result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(prefix: Path, meta, result):
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{prefix}.json").write_text(json.dumps(dict(meta, **result), indent=1, default=str))
-    Path(f"{prefix}.md").write_text(markdown(meta, result))
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    device = device_of(args)
-    meta = run_meta(device)
-    result = run(args, device)
-    prefix = Path(args.out) if args.out else default_prefix(meta, "gemm-host_cost")
-    write(prefix, meta, result)
-    print(markdown(meta, result))
-    print(f"written: {prefix}.json, {prefix}.md")
-    return 0
+    return report_main(argv, __doc__, add_arguments, run, markdown, "gemm-host_cost")
 
 
 if __name__ == "__main__":

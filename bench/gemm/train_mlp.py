@@ -17,16 +17,14 @@ over the last 50 steps (per step, and of the 10-step moving averages).
 """
 from __future__ import annotations
 
-import argparse
 import copy
-import json
 import math
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_harness import add_device_arguments, check, checks_markdown, default_prefix, device_of, meta_line, run_meta, sync  # noqa: E402,E501
+from gemm_harness import add_device_arguments, check, checks_markdown, meta_line, report_main, sync  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -244,15 +242,8 @@ def markdown(meta, result, plot_name) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    device = device_of(args)
-    meta = run_meta(device)
-    result = run(args, device)
-    prefix = Path(args.out) if args.out else default_prefix(meta, "fp8-training")
-    prefix.parent.mkdir(parents=True, exist_ok=True)
+def write_plot(prefix: Path, meta, result, args) -> tuple[str]:
+    """The loss curves beside the report (PNG, or SVG without matplotlib or with --svg)."""
     title = f"MLP {'-'.join(map(str, WIDTHS))}, batch {result['batch']}: bf16 vs FP8 ({meta['gpu']})"
     png = Path(f"{prefix}.png")
     if not args.svg and plot_png(png, result, title):
@@ -261,11 +252,12 @@ def main(argv=None):
         plot = Path(f"{prefix}.svg")
         plot_svg(plot, result, title)
     result["plot"] = plot.name
-    Path(f"{prefix}.json").write_text(json.dumps(dict(meta, **result), indent=1, default=str))
-    Path(f"{prefix}.md").write_text(markdown(meta, result, plot.name))
-    print(markdown(meta, result, plot.name))
-    print(f"written: {prefix}.json, {prefix}.md, {plot}")
-    return 0
+    print(f"written: {plot}")
+    return (plot.name,)
+
+
+def main(argv=None):
+    return report_main(argv, __doc__, add_arguments, run, markdown, "fp8-training", extra=write_plot)
 
 
 if __name__ == "__main__":
