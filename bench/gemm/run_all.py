@@ -10,13 +10,14 @@ process is killed past budget + a margin, and the others still run):
   first_call  import + first call in fresh processes, auto and Triton-forced (~40 s; budget 60 s)
   gemm_table  the suite: auto vs every candidate and the anchors (budget 240 s; --quick 150 s)
   train_mlp   bf16 vs Fp8Linear loss curves (~20 s; budget 90 s)
+  varying_loop  an MLP step with batch sizes changing every step, FP8 vs bf16, cache, no sync (budget 45 s)
   calibrate   the model's constants refitted from gemm_table's JSON (CPU, ~10 s)
 Each section's budget is also capped so that the ones after it keep a reserve (RESERVE_S): with
---budget-s 300, gemm_table gets about 195 s. One process per section: a sticky CUDA error in one
+--budget-s 300, gemm_table gets about 170 s. One process per section: a sticky CUDA error in one
 (a faulting kernel) cannot take the others down. MYMETAOPS_REVISION, if set, is recorded as the
 revision (the device machine's copy may have no .git).
 Outputs: <out-dir>/<date>-<gpu>-gemm.{json,md} (the table), -gemm-host_cost, -gemm-first_call,
--fp8-training.{json,md,png|svg}, -gemm-calibration.json and -gemm-summary.md.
+-fp8-training.{json,md,png|svg}, -gemm-varying_loop, -gemm-calibration.json and -gemm-summary.md.
 """
 from __future__ import annotations
 
@@ -34,15 +35,17 @@ from gemm_harness import RESULTS, checks_markdown, default_prefix, device_of, me
 
 # name: (script, output suffix, budget s (normal, quick), kill margin s, minimum s worth starting)
 # A section's budget is also capped so that the sections after it keep RESERVE_S each.
-RESERVE_S = {"host_cost": 20, "first_call": 45, "gemm_table": 60, "train_mlp": 30, "calibrate": 15}
+RESERVE_S = {"host_cost": 20, "first_call": 45, "gemm_table": 60, "train_mlp": 30, "varying_loop": 25,
+             "calibrate": 15}
 STARTUP_S = 10  # a child's imports and CUDA context, before its own clock starts
 SECTIONS = {
     "host_cost": ("host_cost.py", "gemm-host_cost", (45, 30), 15, 10),
     "first_call": ("first_call.py", "gemm-first_call", (60, 45), 30, 15),
     "gemm_table": ("gemm_table.py", "gemm", (240, 150), 60, 30),
     "train_mlp": ("train_mlp.py", "fp8-training", (90, 60), 30, 15),
+    "varying_loop": ("varying_loop.py", "gemm-varying_loop", (45, 30), 20, 15),
 }
-BUDGETED = {"first_call", "gemm_table", "train_mlp"}  # take --budget-s themselves
+BUDGETED = {"first_call", "gemm_table", "train_mlp", "varying_loop"}  # take --budget-s themselves
 
 
 def parse_args(argv):
