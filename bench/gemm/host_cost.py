@@ -26,6 +26,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import mymetaops  # noqa: E402
 import mymetaops.ops  # noqa: E402,F401
+from mymetaops import use_backend  # noqa: E402
+from mymetaops.model.gemm_kernels import TRITON_CONFIGS  # noqa: E402
 
 NAME = "host_cost"
 SIZE = 64
@@ -73,6 +75,17 @@ def calls(device):
             linear(xg, wg).backward(grad)
         return step
 
+    triton_gemm = _triton_module()
+    fp8_config, bf16_config = (TRITON_CONFIGS[("nvidia", kind)][2] for kind in ("fp8", "16bit"))
+    out8 = torch.empty(SIZE, SIZE, device=device, dtype=BF16)
+    out16 = torch.empty(SIZE, SIZE, device=device, dtype=BF16)
+
+    def forced(backend, fn):
+        def call():
+            with use_backend(backend):
+                fn()
+        return call
+
     return {
         "add_ (floor)": lambda: floor.add_(1),
         "fp8_gemm: mymetaops.fp8_gemm (wrapper)": lambda: mymetaops.fp8_gemm(xq, wq, xs, ws),
@@ -87,7 +100,22 @@ def calls(device):
         "linear fwd: F.linear (bf16)": lambda: F.linear(x, w),
         "linear fwd+bwd: mymetaops.fp8_linear": fwd_bwd(mymetaops.fp8_linear),
         "linear fwd+bwd: F.linear (bf16)": fwd_bwd(F.linear),
+        # The paths behind the default one, each as the dispatch runs it and as a direct call:
+        # a Triton choice costs the C++-to-Python launch on top of Triton's own launch.
+        "fp8_gemm, backend triton: mymetaops.fp8_gemm": forced("triton", lambda: mymetaops.fp8_gemm(xq, wq, xs, ws)),
+        "fp8_gemm, backend triton: Triton kernel, TMA descriptors": lambda: triton_gemm.fp8_gemm(
+            xq, wq, xs, ws, None, out8, fp8_config, use_tma=device.type == "cuda"),
+        "fp8_gemm, backend triton: Triton kernel, pointers": lambda: triton_gemm.fp8_gemm(
+            xq, wq, xs, ws, None, out8, fp8_config, use_tma=False),
+        "fp8_gemm, backend native: mymetaops.fp8_gemm": forced("native", lambda: mymetaops.fp8_gemm(xq, wq, xs, ws)),
+        "gemm, backend triton: mymetaops.gemm": forced("triton", lambda: mymetaops.gemm(x, wt)),
+        "gemm, backend triton: Triton kernel": lambda: triton_gemm.gemm(x, wt, None, out16, bf16_config),
     }
+
+
+def _triton_module():
+    from mymetaops.triton import gemm  # imports Triton
+    return gemm
 
 
 def sync_free(fn, device) -> str:

@@ -70,9 +70,6 @@ CUDA_KERNELS: tuple[KernelRow, ...] = _rows(
 # Rows the model does not offer, and split-K limits below a row's max_split_k, with the measurement
 # behind each [M] (H200, 2026-12-01, bench/results/*-gemm.json):
 NATIVE_NOT_OFFERED = {
-    # [A] built 2026-12-01 without a GPU (for N = 64 at large M, where _scaled_mm's swapped kernel
-    # beat every tile of ours by 4-10%): offered once native_sweep.py and the suite have timed it.
-    "fp8_swapped_64x128x128_pingpong": "not measured yet",
     # CUTLASS's stream-K decomposition of these instances was never the fastest candidate on the
     # 37-shape suite and ran 1.2-2.9x slower than the same instance with a fixed split.
     "fp8_128x128x128_c1x2_streamk": "stream-K measured slower than its split-K form on every suite shape",
@@ -134,6 +131,9 @@ NATIVE_COST: dict[str, KernelCost] = {
     "fp8_128x64x128_streamk": KernelCost(0.411, 1.500, "[M]", 0.00),
     "fp8_256x128x128_c1x2_coop": KernelCost(0.816, 5.852, "[M]", 0.00),
     "fp8_64x128x128_pingpong": KernelCost(0.723, 0.930, "[M]", 2.23),
+    # The same instance with A and B exchanged (for N <= 64 at large M): its unswapped twin's
+    # constants until a GPU run fits its own.
+    "fp8_swapped_64x128x128_pingpong": KernelCost(0.723, 0.930, "[A]", 2.23),
 }
 DEFAULT_NATIVE_COST = {"nvidia": KernelCost(0.62, 0.8), "amd": KernelCost(0.50, 1.0)}  # [A]
 # Per (vendor, input kind), as TRITON_CONFIGS: on the H200 the FP8 kernel (TMA descriptors built per
