@@ -7,17 +7,17 @@ from __future__ import annotations
 from mymetaops import model
 
 
-def _native_available() -> bool:
+def _native_available(op: str, vendor: str) -> bool:
     try:
         from mymetaops.ops.dispatch import native_available
     except ImportError:  # no dispatch, or no compiled extension: nothing native to run
         return False
-    return native_available()
+    return native_available(op, vendor)
 
 
 def _hardware(device, tensors):
     if isinstance(device, str) and not device.startswith(("cuda", "cpu", "meta")):
-        return model.get_hardware(device), True  # a named GPU, present or not
+        return model.get_hardware(device), None  # a named GPU, present or not: its native kernels
     import torch
 
     if device is None:
@@ -27,7 +27,7 @@ def _hardware(device, tensors):
     if device is None:
         raise RuntimeError("mymetaops.explain: no GPU here; name one, e.g. device='MI350X' "
                            f"(known: {', '.join(model.HARDWARE)})")
-    return model.detect_hardware(torch.device(device)), _native_available()
+    return model.detect_hardware(torch.device(device)), False
 
 
 def explain(op: str, *args, device=None, backward: bool = False, backend: str | None = None,
@@ -45,11 +45,13 @@ def explain(op: str, *args, device=None, backward: bool = False, backend: str | 
     problem = family.problem_from_call(op, *args, **kwargs)
     todo = [(op, problem)] + (family.backward_ops(op, problem) if backward else [])
     tensors = [a for a in (*args, *kwargs.values()) if hasattr(a, "is_cuda")]
-    hardware, native = _hardware(device, tensors)
+    hardware, named = _hardware(device, tensors)
     if backend is None:
         from mymetaops._backend import current_backend
         backend = current_backend()
-    bucketed = [model.decide_bucketed(o, p, hardware, backend, native) for o, p in todo]
+    bucketed = [model.decide_bucketed(o, p, hardware, backend,
+                                      True if named is None else _native_available(o, hardware.vendor))
+                for o, p in todo]
     if print_result:
         print("\n\n".join(model.format_bucketed(b) for b in bucketed))
     return [b.decision for b in bucketed]

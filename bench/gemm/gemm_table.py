@@ -617,7 +617,8 @@ def run(args, device) -> tuple[dict, dict, Path]:
             raise SystemExit("--fake-candidates is for dry runs (the fake native row would launch on the GPU)")
         install_fake_candidates()
     hw = hardware(device)
-    native = dispatch.native_available() if device.type == "cuda" else True  # dry runs: meta tensors
+    native = (dispatch.native_available("fp8_gemm", hardware(device).vendor) if device.type == "cuda"
+              else True)  # dry runs: meta tensors
     shapes = parse_shapes(args.shapes) if args.shapes else (SMOKE_SHAPES if args.dry_run else SHAPES)
     from mymetaops._backend import current_backend
     from mymetaops.model.gemm_kernels import native_table

@@ -7,7 +7,9 @@ within each repetition. Rows: mymetaops.fp8_gemm (the wrapper), torch.ops.mymeta
 raw op), torch._scaled_mm (rowwise, default arguments, as a user calls it); quantize_fp8_rowwise
 vs the same in torch ops (amax, divide, clamp, cast) and vs a bare cast (one torch op: the floor);
 mymetaops.gemm vs torch.mm (bf16); fp8_linear forward and forward+backward vs F.linear (bf16);
-add_ (the floor of any launch). Then each op once, warm, under
+add_ (the floor of any launch); and the paths behind the default one: fp8_gemm and gemm forced to
+Triton (through the dispatch, and the Triton kernel called directly, FP8 with TMA descriptors and
+with pointers) and fp8_gemm forced native. Then each op once, warm, under
 torch.cuda.set_sync_debug_mode("error"), and once on a new shape (a decision-cache miss): no host
 sync allowed. Limit: fp8_gemm (wrapper) <= 1.2x torch._scaled_mm.
 

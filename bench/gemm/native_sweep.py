@@ -4,7 +4,8 @@ A GPU script, run by hand: python bench/gemm/native_sweep.py [--shapes 8192x8192
 For each shape it prints TFLOP/s of each FP8 row of the native table through
 torch.ops.mymetaops._fp8_gemm_native (rowwise and tensorwise scales, bf16 out), of each bf16 row
 through _gemm_native (w as [N, K] and as [K, N]), and of the vendor library (torch._scaled_mm,
-torch.mm) beside them. Times are triton.testing.do_bench medians.
+torch.mm) beside them; with --triton, each FP8 Triton config through both load paths instead.
+Times are triton.testing.do_bench medians.
 """
 import argparse
 
@@ -89,10 +90,29 @@ def sweep_bf16(rows, m, n, k):
                   f"   rel_err={err:.1e}")
 
 
+def sweep_triton_fp8(m, n, k):
+    """Each FP8 Triton config through both load paths (TMA descriptors, pointers), rowwise."""
+    from mymetaops.triton import gemm as triton_gemm
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    xq, xs = quantize(x, True)
+    wq, ws = quantize(w, True)
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    for config in triton_gemm.FP8_CONFIGS_NVIDIA:
+        for tma in (True, False):
+            if tma and not triton_gemm.fp8_tma_possible(xq, wq):
+                continue
+            ms = bench(lambda: triton_gemm.fp8_gemm(xq, wq, xs, ws, None, out, config, use_tma=tma))
+            name = f"triton {config.block_m}x{config.block_n}x{config.block_k} {'tma' if tma else 'pointers'}"
+            print(f"  fp8 rowwise    {name:34s}         {tflops(m, n, k, ms):7.1f}   {ms * 1e3:7.1f} us")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", help="comma-separated MxNxK list (default: a built-in set)")
     parser.add_argument("--no-bf16", action="store_true", help="FP8 kernels only")
+    parser.add_argument("--triton", action="store_true",
+                        help="only the FP8 Triton configs, each with TMA descriptors and with pointers")
     args = parser.parse_args()
     shapes = ([tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
               if args.shapes else SHAPES)
@@ -106,6 +126,9 @@ def main():
     bf16 = [(i, r) for i, r in table if r[1] == BF16_INPUT]
     for m, n, k in shapes:
         print(f"M={m} N={n} K={k}  (TFLOP/s)")
+        if args.triton:
+            sweep_triton_fp8(m, n, k)
+            continue
         sweep_fp8(fp8, m, n, k)
         if bf16 and not args.no_bf16:
             sweep_bf16(bf16, m, n, k)

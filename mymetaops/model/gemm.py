@@ -134,6 +134,10 @@ FAST_ACCUM_MAX_K = 16384
 # 248-byte stack, scripts/check_triton_targets.py), so past FAST_ACCUM_MAX_K Triton FP8 tiles stay
 # within this many elements.
 PROMOTED_MAX_TILE = 128 * 128
+# The same limit where out's row stride (N) is not a multiple of 16 elements: the tile's stores stay
+# scalar and a 128x256 FP8 tile spills (255 registers, 208-byte stack; bench/gemm/NOTES.md). It
+# timed 1.2-1.4x its 128x128 sibling at 5000x1500x2000 in all three H200 runs.
+UNALIGNED_OUT_MAX_TILE = 128 * 128
 
 
 def size_bucket(x: int) -> int:
@@ -286,8 +290,8 @@ def triton_candidates(p: GemmProblem, hw: HardwareSpec):
     kind = (hw.vendor, "fp8" if p.input == "fp8" else "16bit")
     cost = TRITON_COST[kind]
     for c in TRITON_CONFIGS.get(kind, ()):
-        if (hw.vendor == "nvidia" and p.input == "fp8" and p.k > FAST_ACCUM_MAX_K
-                and c.block_m * c.block_n > PROMOTED_MAX_TILE):
+        if (hw.vendor == "nvidia" and p.input == "fp8" and (p.k > FAST_ACCUM_MAX_K or p.n % 16)
+                and c.block_m * c.block_n > min(PROMOTED_MAX_TILE, UNALIGNED_OUT_MAX_TILE)):
             continue
         schedule = "persistent" if c.persistent else "data_parallel"
         tiling = Tiling(c.block_m, c.block_n, c.block_k, 1, 1, schedule, 1)

@@ -21,21 +21,30 @@ _BACKEND_NAMES = {code: name for name, code in BACKEND_CODES.items()}
 
 _exact_problem: dict[str, Callable[[tuple[int, ...]], Any]] = {}
 _triton_launcher: dict[str, Callable[..., torch.Tensor]] = {}
+_native_for_vendor: dict[str, Callable[[str], bool]] = {}
 
 
-def register(ops, exact_problem: Callable[[tuple[int, ...]], Any], triton_launcher: Callable[..., torch.Tensor]):
+def register(ops, exact_problem: Callable[[tuple[int, ...]], Any], triton_launcher: Callable[..., torch.Tensor],
+             native_for_vendor: Callable[[str], bool] | None = None):
     """A family's ops: how to rebuild the exact problem from the fields its C++ kernel passes on a
-    miss, and how to run a Triton config (called as triton_launcher(op, config_ints, *args))."""
+    miss, how to run a Triton config (called as triton_launcher(op, config_ints, *args)), and
+    whether the build's native kernels are the ones the model knows for a vendor (None: always)."""
     for op in ops:
         _exact_problem[op] = exact_problem
         _triton_launcher[op] = functools.partial(triton_launcher, op)
+        if native_for_vendor is not None:
+            _native_for_vendor[op] = native_for_vendor
 
 
 @functools.lru_cache(maxsize=None)
-def native_available() -> bool:
-    """Whether this build of mymetaops._C has native GPU kernels (a CPU-only build has none)."""
-    return any(name.startswith("mymetaops::")
-               for name in torch._C._dispatch_get_registrations_for_dispatch_key("CUDA"))
+def native_available(op: str | None = None, vendor: str | None = None) -> bool:
+    """Whether this build of mymetaops._C has native GPU kernels (a CPU-only build has none) and,
+    given an op and a vendor, kernels the model may offer for that op on that vendor's chips: the
+    HIP-on-CUDA shim build carries hip/'s GEMM table, whose MFMA kernels an NVIDIA GPU cannot run."""
+    built = any(name.startswith("mymetaops::")
+                for name in torch._C._dispatch_get_registrations_for_dispatch_key("CUDA"))
+    check = _native_for_vendor.get(op) if op is not None and vendor is not None else None
+    return built and (check is None or check(vendor))
 
 
 @functools.lru_cache(maxsize=64)
@@ -51,7 +60,8 @@ def decide_bucket(op: str, device_index: int, backend: str, problem) -> model.De
     """The decision for `problem`'s bucket on a device: what the C++ dispatch runs."""
     family = model.family_of(op)
     representative = family.problem_from_key(op, family.bucket_key(op, problem))
-    return model.decide(op, representative, hardware(device_index), backend, native_available())
+    hw = hardware(device_index)
+    return model.decide(op, representative, hw, backend, native_available(op, hw.vendor))
 
 
 def config_ints(config) -> list[int]:

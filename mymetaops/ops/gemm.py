@@ -149,13 +149,12 @@ def _triton_quantize():
 
 
 def _run_triton_gemm(op, config, *args):
-    """Launch a Triton config with the arguments the C++ kernels pass (csrc/gemm/gemm_gpu.cpp)."""
+    """Launch a Triton config with the arguments the C++ kernels pass (csrc/gemm/gemm_gpu.cpp), which
+    checked them (the op's argument checks): the launchers that skip the Triton module's own."""
     config = TritonGemmConfig(*config)
     if op == "fp8_gemm":
-        xq, wq, x_scale, w_scale, bias, out = args
-        return _triton_gemm().fp8_gemm(xq, wq, x_scale, w_scale, bias, out, config)
-    a, b, bias, out = args
-    return _triton_gemm().gemm(a, b, bias, out, config)
+        return _triton_gemm().launch_fp8_gemm(*args, config)
+    return _triton_gemm().launch_gemm(*args, config)
 
 
 def _run_triton_quantize(op, config, *args):
@@ -168,8 +167,16 @@ def _run_triton_quantize(op, config, *args):
     return xq
 
 
-dispatch.register(("fp8_gemm",), _exact_gemm_problem("fp8_gemm"), _run_triton_gemm)
-dispatch.register(("gemm",), _exact_gemm_problem("gemm"), _run_triton_gemm)
+@functools.cache
+def _native_gemm_table_is(vendor: str) -> bool:
+    """The model indexes the build's native GEMM table with its own mirror of the vendor's table
+    (model.gemm_kernels): native kernels are offered only where the two are the same."""
+    built = [tuple(r) for r in _C._native_gemm_kernels()]
+    return built == [r.as_native_tuple() for r in model.gemm_kernels.native_table(vendor)]
+
+
+dispatch.register(("fp8_gemm",), _exact_gemm_problem("fp8_gemm"), _run_triton_gemm, _native_gemm_table_is)
+dispatch.register(("gemm",), _exact_gemm_problem("gemm"), _run_triton_gemm, _native_gemm_table_is)
 dispatch.register(model.quantize_fp8.OPS, _exact_quantize_problem, _run_triton_quantize)
 
 
@@ -193,6 +200,7 @@ def _fp8_gemm_without_native(xq, wq, x_scale, w_scale, bias=None, out_dtype=None
         return torch._scaled_mm(xq, wq.t(), sa, sb, bias=bias, out_dtype=out_dtype,
                                  use_fast_accum=xq.shape[1] <= model.gemm.FAST_ACCUM_MAX_K)
     out = xq.new_empty((xq.shape[0], wq.shape[0]), dtype=out_dtype)
+    bias = bias.contiguous() if bias is not None else None  # as the C++ op passes it
     return _run_triton_gemm("fp8_gemm", config, xq, wq, x_scale, w_scale, bias, out)
 
 
@@ -201,6 +209,7 @@ def _gemm_without_native(a, b, bias=None):
     choice, config = _choice("gemm", a.device, model.gemm.problem_of_gemm(a, b, bias))
     if choice.backend == "vendor":
         return torch.addmm(bias, a, b) if bias is not None else torch.mm(a, b)
+    bias = bias.contiguous() if bias is not None else None
     return _run_triton_gemm("gemm", config, a, b, bias, a.new_empty((a.shape[0], b.shape[1])))
 
 

@@ -23,12 +23,14 @@ the "SM count" is 4, so the persistent loop runs there too.
 Load path of fp8_gemm, chosen per call by `fp8_use_tma` (an explicit rule, never a fallback after a
 failure: a TMA launch that fails raises):
   TMA (host-side `triton.tools.tensor_descriptor.TensorDescriptor`, present in Triton 3.6 and 3.8) when
-    the tensors are on an NVIDIA GPU of compute capability >= 9 (torch.version.hip is None), the
-    descriptor class imports, K > 0, and xq / wq have 16-byte aligned base addresses and row strides
-    (the TMA requirements). TMA zero-fills out-of-bounds boxes, so no masks are needed in the K loop.
-  pointers otherwise: AMD, the interpreter, older GPUs, Triton without descriptors, misaligned
-    operands. `fp8_gemm(..., use_tma=False)` forces it (tests compare the two paths on a GPU);
-    use_tma=True where the rule says no raises ValueError.
+    the problem has at least TMA_MIN_MACS multiply-adds (the descriptors cost host time per launch)
+    and TMA can load the operands (`fp8_tma_possible`): the tensors are on an NVIDIA GPU of compute
+    capability >= 9 (torch.version.hip is None), the descriptor class imports, K > 0, and xq / wq
+    have 16-byte aligned base addresses and row strides. TMA zero-fills out-of-bounds boxes, so no
+    masks are needed in the K loop.
+  pointers otherwise: small problems, AMD, the interpreter, older GPUs, Triton without descriptors,
+    misaligned operands. `fp8_gemm(..., use_tma=False / True)` forces a path (tests compare the two
+    on a GPU); use_tma=True where TMA cannot load the operands raises ValueError.
 gemm always uses pointers (its operands come with any strides).
 
 Valid configs (anything else raises ValueError): block_m, block_n powers of two in [16, 256];
@@ -282,13 +284,26 @@ def _tma_aligned(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
 
 
-def fp8_use_tma(xq: torch.Tensor, wq: torch.Tensor) -> bool:
-    """The load-path rule of the module docstring: TMA descriptors or pointers."""
+# Host-side descriptors cost about 30 us per launch (H200: 65 us per call with them, 35 us with
+# pointers, at 64^3; bench/results/2026-12-01-NVIDIA_H200-gemm-host_cost.md). Below this many
+# multiply-adds (about 50 us of FP8 MMA on an H200) the kernel is shorter than that launch path,
+# so back-to-back calls would wait on the host: pointers are used.
+TMA_MIN_MACS = 1 << 35
+
+
+def fp8_tma_possible(xq: torch.Tensor, wq: torch.Tensor) -> bool:
+    """Whether TMA descriptors can load these operands (the requirements of the module docstring)."""
     if TensorDescriptor is None or xq.device.type != "cuda" or torch.version.hip is not None:
         return False
     if _capability_major(_index(xq.device)) < 9:
         return False
     return xq.size(1) > 0 and _tma_aligned(xq) and _tma_aligned(wq)
+
+
+def fp8_use_tma(xq: torch.Tensor, wq: torch.Tensor) -> bool:
+    """The load-path rule of the module docstring: TMA descriptors where possible and the problem
+    has at least TMA_MIN_MACS multiply-adds, else pointers."""
+    return xq.size(0) * wq.size(0) * xq.size(1) >= TMA_MIN_MACS and fp8_tma_possible(xq, wq)
 
 
 def _check_out(out: torch.Tensor, m: int, n: int, bias: torch.Tensor | None, device: torch.device) -> None:
@@ -326,13 +341,19 @@ def fp8_gemm(xq: torch.Tensor, wq: torch.Tensor, x_scale: torch.Tensor, w_scale:
             raise ValueError(f"{name} must be a contiguous fp32 tensor of {rows} (rowwise) or 1 (tensorwise) "
                              f"elements on {device}, got {s.dtype} {tuple(s.shape)} on {s.device}")
     _check_out(out, m, n, bias, device)
-    if m == 0 or n == 0:
+    if use_tma and not fp8_tma_possible(xq, wq):
+        raise ValueError("use_tma=True but TMA cannot load these operands (see fp8_tma_possible)")
+    return launch_fp8_gemm(xq, wq, x_scale, w_scale, bias, out, config, use_tma)
+
+
+def launch_fp8_gemm(xq, wq, x_scale, w_scale, bias, out, config: TritonGemmConfig,
+                    use_tma: bool | None = None) -> torch.Tensor:
+    """fp8_gemm without its argument checks, for callers that made them (the C++ op, before it
+    hands a Triton choice over): a launch path of a few microseconds less. use_tma None: the rule."""
+    if out.numel() == 0:
         return out
-    tma_ok = fp8_use_tma(xq, wq)
     if use_tma is None:
-        use_tma = tma_ok
-    elif use_tma and not tma_ok:
-        raise ValueError("use_tma=True but the TMA rule does not hold (see fp8_use_tma)")
+        use_tma = fp8_use_tma(xq, wq)
     return _launch_fp8_gemm(xq, wq, x_scale, w_scale, bias, out, config, use_tma)
 
 
@@ -374,8 +395,14 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: torch
     _check_out(out, m, n, bias, device)
     if out.dtype != a.dtype:
         raise ValueError(f"out must be in the inputs' dtype {a.dtype}, got {out.dtype}")
-    if m == 0 or n == 0:
+    return launch_gemm(a, b, bias, out, config)
+
+
+def launch_gemm(a, b, bias, out, config: TritonGemmConfig) -> torch.Tensor:
+    """gemm without its argument checks, for callers that made them (as launch_fp8_gemm)."""
+    if out.numel() == 0:
         return out
+    (m, k), n, device = a.shape, b.size(1), a.device
     programs = num_programs(config, m, n, device)
     _gemm_kernel[(programs,)](
         a, b, bias, out,

@@ -125,10 +125,11 @@ def test_fp8_gemm_mixed_scale_modes_and_empty():
 def test_fp8_gemm_tma_kernel_path(case):
     """The descriptor-load path of the kernel (USE_TMA) on every device: Triton's interpreter runs
     host-side descriptor loads on CPU tensors (zero-filled out-of-bounds boxes), a Hopper GPU runs TMA.
-    Launched past the TMA rule (which keeps CPU tensors on pointers); operands are 16-byte aligned."""
+    Launched past the TMA rule (which keeps CPU tensors and small problems on pointers); operands are
+    16-byte aligned."""
     if tg.TensorDescriptor is None:
         pytest.skip("this Triton has no host-side tensor descriptors")
-    if DEVICE.type == "cuda" and not tg.fp8_use_tma(*_fp8_inputs(_generator(), 1, 1, 16, torch.float8_e4m3fn,
+    if DEVICE.type == "cuda" and not tg.fp8_tma_possible(*_fp8_inputs(_generator(), 1, 1, 16, torch.float8_e4m3fn,
                                                                    True, False)[:2]):
         pytest.skip("no TMA on this GPU")
     m, n, k, rowwise, with_bias, out_dtype, strided, config = FP8_CASES[case]
@@ -146,8 +147,8 @@ def test_fp8_gemm_tma_kernel_path(case):
 def test_fp8_gemm_tma_matches_pointers(config):
     """On a Hopper GPU: the TMA path gives the same output as the pointer path."""
     xq, wq, x_scale, w_scale = _fp8_inputs(_generator("tma", config), 300, 200, 272, torch.float8_e4m3fn, True, True)
-    if not tg.fp8_use_tma(xq, wq):
-        pytest.skip("the TMA rule does not hold on this GPU")
+    if not tg.fp8_tma_possible(xq, wq):
+        pytest.skip("no TMA on this GPU")
     cfg = tg.FP8_CONFIGS_NVIDIA[config]
     outs = [tg.fp8_gemm(xq, wq, x_scale, w_scale, None, _poisoned((300, 200), torch.bfloat16), cfg, use_tma=t)
             for t in (True, False)]
@@ -163,7 +164,7 @@ def test_fp8_gemm_rejects_bad_inputs():
         tg.fp8_gemm(xq, wq, x_scale[:3], w_scale, None, out, FP8_CONFIGS[0])
     with pytest.raises(ValueError, match="block_k"):
         tg.fp8_gemm(xq, wq, x_scale, w_scale, None, out, Config(16, 16, 16, 1, 4, 1))
-    if not tg.fp8_use_tma(xq, wq):
+    if not tg.fp8_tma_possible(xq, wq):
         with pytest.raises(ValueError, match="use_tma"):
             tg.fp8_gemm(xq, wq, x_scale, w_scale, None, out, FP8_CONFIGS[0], use_tma=True)
 
@@ -334,3 +335,15 @@ def test_quantize_rejects_bad_inputs():
                                    QUANTIZE_CONFIGS[0])
     with pytest.raises(ValueError, match="block_cols"):
         tq.quantize_fp8_tensorwise(x, xq, torch.empty(1, device=DEVICE), QConfig(1, 8, 1))
+
+
+def test_fp8_tma_rule_keeps_small_problems_on_pointers(monkeypatch):
+    """Descriptors cost host time per launch: below TMA_MIN_MACS the rule takes pointers even where
+    TMA could load the operands."""
+    monkeypatch.setattr(tg, "fp8_tma_possible", lambda xq, wq: True)
+
+    def operands(m, n, k):
+        return (torch.empty(m, k, device="meta", dtype=torch.float8_e4m3fn),
+                torch.empty(n, k, device="meta", dtype=torch.float8_e4m3fn))
+    assert not tg.fp8_use_tma(*operands(5000, 1500, 2000))
+    assert tg.fp8_use_tma(*operands(8192, 8192, 8192))
