@@ -179,10 +179,12 @@ class Tiling:
 
 
 def tile_estimate(p: GemmProblem, hw: HardwareSpec, t: Tiling, cost: KernelCost, launch_us: float,
-                  what: str, host_us: float = 0.0, fixup_in_kernel: bool = False) -> Estimate:
+                  what: str, host_us: float = 0.0, fixup_in_kernel: bool = False,
+                  l2_efficiency: float = 1.0) -> Estimate:
     """host_us: the host time of one call, a floor for calls made back to back; fixup_in_kernel:
     split-K partials reduced by the kernel itself (CUTLASS: the last CTA of a tile sums the
-    others' partials) rather than by a second launch."""
+    others' partials) rather than by a second launch; l2_efficiency: the share of the chip's
+    L2-to-SM bandwidth this tiling gets."""
     if p.m == 0 or p.n == 0:
         return Estimate(max(host_us, launch_us), "launch", f"{what}: empty output", 1.0, 0, 1)
     rate_sm = hw.peak_tflops[p.rate_key] * 1e6 * cost.mma_efficiency / hw.sm_count  # FLOP/us per SM
@@ -214,7 +216,7 @@ def tile_estimate(p: GemmProblem, hw: HardwareSpec, t: Tiling, cost: KernelCost,
         dram += partial
         reduce_us = launch_us * 0.5 + (partial + p.m * p.n * OUT_BYTES[p.out_dtype]) / bw
     l2_bytes = tiles * p.k * p.in_bytes * (t.tm / t.cluster_n + t.tn / t.cluster_m)
-    l2_us = l2_bytes / (L2_GEMM_TBPS.get(hw.name, 8.0) * 1e6)
+    l2_us = l2_bytes / (L2_GEMM_TBPS.get(hw.name, 8.0) * 1e6 * l2_efficiency)
     mem_us = dram / bw
     body = max(compute, mem_us, l2_us)
     bound = "compute" if body == compute else "memory"
@@ -269,11 +271,36 @@ def tiled_problem(p: GemmProblem, row: KernelRow) -> GemmProblem:
     return replace(p, m=p.n, n=p.m) if row.swap_ab else p
 
 
+# [M] A 64x128 tile turned so that its 64-row side runs along the shorter output side of a long-K
+# problem, both sides at least a full tile, ran 1.1-1.4x slower than the same tile turned the other
+# way with the same tile count (H200, the unswapped / swapped pair: 512x2048x16384 1.31x, where both
+# are L2-bound, 4096x1024x32768 1.36x, 32768x1024x4096 and 16384x4096x4096 1.1x). Its mainloop rate
+# and its share of L2 bandwidth are scaled by this factor there.
+SHORT_SIDE_NARROW_TILE_FACTOR = 0.8
+SHORT_SIDE_MIN_K = 4096
+
+
+def narrow_tile_factor(p: GemmProblem, hw: HardwareSpec, tile_m: int, tile_n: int) -> float:
+    """SHORT_SIDE_NARROW_TILE_FACTOR where its rule holds for a tile_m x tile_n tile over p (the
+    tiled problem: its M runs along tile_m), else 1. Measured for FP8 on NVIDIA, native and
+    _scaled_mm alike (the vendor's 64x128 tile times as our unswapped one there)."""
+    if (hw.vendor == "nvidia" and p.input == "fp8" and tile_m < tile_n and p.k >= SHORT_SIDE_MIN_K
+            and p.m < p.n and p.m >= tile_n):
+        return SHORT_SIDE_NARROW_TILE_FACTOR
+    return 1.0
+
+
+def _turned(cost: KernelCost, factor: float) -> KernelCost:
+    return cost if factor == 1.0 else replace(cost, mma_efficiency=cost.mma_efficiency * factor)
+
+
 def native_candidates(p0: GemmProblem, hw: HardwareSpec):
     launch = costs.launch_us(hw, "native")
     for index, row in native_rows(p0, hw):
         p = tiled_problem(p0, row)
         cost = NATIVE_COST.get(row.name, DEFAULT_NATIVE_COST[hw.vendor])
+        turned = narrow_tile_factor(p, hw, row.tile_m, row.tile_n)
+        cost = _turned(cost, turned)
         tiles = (-(-p.m // row.tile_m)) * (-(-p.n // row.tile_n))
         splits = [1] if row.schedule == "stream_k" else _split_choices(
             p, row.tile_k, min(row.max_split_k, NATIVE_SPLIT_LIMIT.get(row.name, row.max_split_k)),
@@ -282,7 +309,7 @@ def native_candidates(p0: GemmProblem, hw: HardwareSpec):
             tiling = Tiling(row.tile_m, row.tile_n, row.tile_k, row.cluster_m, row.cluster_n, row.schedule, split)
             yield (NativeGemmConfig(index, split, row.name),
                    tile_estimate(p, hw, tiling, cost, launch, f"native {row.schedule}", HOST_US["native"],
-                                 fixup_in_kernel=hw.vendor == "nvidia"))
+                                 fixup_in_kernel=hw.vendor == "nvidia", l2_efficiency=turned))
 
 
 def triton_candidates(p: GemmProblem, hw: HardwareSpec):
@@ -334,9 +361,11 @@ def vendor_estimate(p: GemmProblem, hw: HardwareSpec) -> Estimate:
                    for split in (_split_choices(p, tk, 16, hw.sm_count, ntiles) if can_split else [1])]
         if (hw.vendor, key) in VENDOR_STREAM_K:
             tilings.append(Tiling(tm, tn, tk, cm, cn, "stream_k", 1))
+        turned = narrow_tile_factor(p, hw, tm, tn)
         for t in tilings:
             how = f" split {t.split_k}" if t.split_k > 1 else " stream-K" if t.schedule == "stream_k" else ""
-            e = tile_estimate(p, hw, t, cost, launch, f"vendor ({key}, as tile {tm}x{tn}x{tk}{how})", HOST_US["vendor"])
+            e = tile_estimate(p, hw, t, _turned(cost, turned), launch, f"vendor ({key}, as tile {tm}x{tn}x{tk}{how})",
+                              HOST_US["vendor"], l2_efficiency=turned)
             if best is None or e.time_us < best.time_us:
                 best = e
     return best

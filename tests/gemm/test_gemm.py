@@ -317,6 +317,22 @@ def test_a_swapped_kernel_tiles_the_transposed_problem():
     assert (q.m, q.n, q.k) == (64, 131072, 256) and model.gemm.tiled_problem(q, row) == p
 
 
+def test_the_narrow_tile_side_goes_along_the_longer_output_side():
+    # Measured on the H200 (SHORT_SIDE_NARROW_TILE_FACTOR): for 512x2048x16384 the swapped 64x128
+    # kernel (64 rows along N = 2048) beat the unswapped one 1.31x; for N = 64 it is the only tile
+    # without waste; for M = 16 the rule does not apply (the tile is not full either way).
+    hw = model.get_hardware("H200")
+    factor = model.gemm.narrow_tile_factor
+    wide = model.gemm.GemmProblem(512, 2048, 16384)
+    assert factor(wide, hw, 64, 128) == model.gemm.SHORT_SIDE_NARROW_TILE_FACTOR
+    assert factor(model.gemm.GemmProblem(2048, 512, 16384), hw, 64, 128) == 1.0
+    assert factor(model.gemm.GemmProblem(16, 4096, 4096), hw, 64, 128) == 1.0
+    assert factor(wide, model.get_hardware("MI300X"), 64, 128) == 1.0
+    for m, n, k in ((512, 2048, 16384), (131072, 64, 256)):
+        choice = model.decide("fp8_gemm", model.gemm.GemmProblem(m, n, k), hw).choice
+        assert choice.config.name == "fp8_swapped_64x128x128_pingpong", (m, n, k, choice)
+
+
 def test_a_choice_without_native_says_why():
     d = model.decide("fp8_gemm", model.gemm.GemmProblem(5000, 1500, 2000), model.get_hardware("H200"))
     assert d.choice.backend == "triton" and "no native kernel takes this problem: " in d.reason
