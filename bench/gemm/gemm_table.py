@@ -136,9 +136,10 @@ class Bench:
         return time.monotonic() > self.deadline
 
     def measure(self, base: dict, fn, ref=None, rows=None, repeats: int | None = None) -> dict:
-        """One record: base + first_call_s, rel_err, time_us, tflops (or error); for auto and the
-        anchors also back_to_back_us, the wall time per call of calls made back to back (no L2
-        flush between them): above time_us where the host, not the GPU, sets the pace."""
+        """One record: base + first_call_s, rel_err, time_us, tflops (or error), and
+        back_to_back_us, the wall time per call of calls made back to back (no L2 flush between
+        them): above time_us where the host, not the GPU, sets the pace (a candidate is called as
+        the bench calls it: a Triton one without the dispatch's launch path)."""
         if time.monotonic() > self.hard_deadline:
             raise BudgetExhausted()
         r = dict(base, time_us=None, tflops=None, rel_err=None, first_call_s=None, error=None)
@@ -161,7 +162,7 @@ class Bench:
                 # Decision-cache misses while timing: the dispatch decides once per bucket, so
                 # anything above 0 is a per-call model evaluation and explains a slow default path.
                 r["cache_misses_timed"] = dispatch.cache_info()["misses"] - misses
-            if base["what"] in ("auto", "anchor"):
+            if base["what"] != "tensorwise":
                 calls = max(5, min(200, int(5000 / max(r["time_us"], 1.0))))  # about 5 ms
                 r["back_to_back_us"] = wall_per_iteration(fn, calls, self.device) * 1e6
         except BudgetExhausted:
@@ -254,6 +255,15 @@ def to_time(exact, choice):
     return todo
 
 
+def _back_to_back_regret(auto, candidates):
+    """auto's back-to-back time over the smallest candidate's: the regret where host time counts
+    (the model's host floor per backend), beside `regret`, which do_bench's L2 flush hides it from."""
+    times = [r["back_to_back_us"] for r in candidates if r.get("back_to_back_us")]
+    if not auto or not auto.get("back_to_back_us") or not times:
+        return None
+    return auto["back_to_back_us"] / min(times)
+
+
 def summarize(summary, recs, choice, exact, anchor_name):
     """Fill a case's summary from its records (both passes)."""
     auto = next((r for r in recs if r["what"] == "auto"), None)
@@ -280,6 +290,7 @@ def summarize(summary, recs, choice, exact, anchor_name):
         fastest=fastest["key"] if fastest else None, fastest_us=fastest["time_us"] if fastest else None,
         fastest_predicted_us=fastest["predicted_us"] if fastest else None,
         regret=(auto_us / fastest["time_us"]) if auto_us and fastest else None,
+        back_to_back_regret=_back_to_back_regret(auto, good),
         choice_regret=(chosen["time_us"] / fastest["time_us"]) if chosen and chosen["time_us"] and fastest else None,
         candidates_timed=len(cands), wrong_candidates=[(r["key"], r["rel_err"]) for r in wrong],
         failed_candidates=[(r["key"], r["error"]) for r in recs if r["what"] == "candidate" and r["error"]],
@@ -471,6 +482,13 @@ def summary_checks(shapes_done: list[dict]) -> list[dict]:
                                 geomean(v for v, _ in rg), None, at_most=True, fmt="{:.3f}"))
             checks.append(check(f"{section}: selection regret, worst ({worst[1]['shape']})", worst[0], None,
                                 at_most=True, fmt="{:.3f}"))
+        bb = [(s["back_to_back_regret"], s) for s in rows
+              if s.get("back_to_back_regret") and s.get("candidates_complete")]
+        if bb:
+            worst = max(bb, key=lambda t: t[0])
+            checks.append(check(f"{section}: back-to-back regret (auto / fastest candidate, calls back to back, "
+                                f"host time counted), geomean; worst {worst[0]:.3f} ({worst[1]['shape']})",
+                                geomean(v for v, _ in bb), None, at_most=True, fmt="{:.3f}"))
         cr = [s["choice_regret"] for s in rows if s.get("choice_regret") and s.get("candidates_complete")]
         if cr:
             checks.append(check(f"{section}: kernel-only regret (choice / fastest), geomean", geomean(cr), None,
