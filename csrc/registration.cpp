@@ -65,4 +65,61 @@ TORCH_LIBRARY(mymetaops, m) {
       "_fp8_gemm_native(Tensor xq, Tensor wq, Tensor x_scale, Tensor w_scale, Tensor? bias, "
       "ScalarType? out_dtype, int[] config) -> Tensor");
   m.def("_gemm_native(Tensor a, Tensor b, Tensor? bias, int[] config) -> Tensor");
+
+  // ---- jagged tensors: FBGEMM's names, schemas and semantics (torch.ops.fbgemm.*) ----------------
+  // values [total, D] (or [total]) with n = len(offsets) jagged dims: offsets[0] has B + 1 entries
+  // indexing offsets[1] (or the rows of values when n = 1), and so on. Dense tensors are
+  // [B, max_lengths..., D]; a sequence longer than its dense dimension is truncated.
+  m.def(
+      "jagged_to_padded_dense(Tensor values, Tensor[] offsets, SymInt[] max_lengths, "
+      "float padding_value=0.) -> Tensor");
+  // total_L None = the last level's last offset (read back from the device: a sync on the GPU).
+  m.def("dense_to_jagged_forward(Tensor dense, Tensor[] x_offsets, SymInt? total_L=None) -> Tensor");
+  m.def("jagged_dense_elementwise_add(Tensor x_values, Tensor[] x_offsets, Tensor y) -> Tensor");
+  m.def(
+      "jagged_dense_elementwise_add_jagged_output_forward(Tensor x_values, Tensor[] x_offsets, "
+      "Tensor y) -> Tensor");
+  m.def("jagged_dense_elementwise_mul_forward(Tensor x_values, Tensor[] x_offsets, Tensor y) -> Tensor");
+  m.def("jagged_softmax_forward(Tensor values, Tensor x_offsets, int max_L) -> Tensor");
+  m.def(
+      "jagged_softmax_backward(Tensor grad_output, Tensor output, Tensor x_offsets, int max_L) "
+      "-> Tensor");
+  m.def("jagged_dense_bmm_forward(Tensor x_values, Tensor x_offsets, Tensor y, int max_L) -> Tensor");
+  m.def(
+      "jagged_jagged_bmm(Tensor x_values, Tensor y_values, Tensor x_offsets, int max_L) -> Tensor");
+  m.def(
+      "jagged_index_select(Tensor values, Tensor lengths, Tensor indices, "
+      "int? num_dense_output_rows=None) -> Tensor[]");
+  // The gradient of jagged_index_select's values: each selected sequence's rows added back to
+  // its source rows.
+  m.def(
+      "jagged_index_select_backward(Tensor grad_output, Tensor lengths, Tensor indices, "
+      "SymInt num_input_rows) -> Tensor");
+  // FBGEMM's ops that also return their offsets, unchanged: composites of the ops above.
+  m.def("dense_to_jagged(Tensor dense, Tensor[] x_offsets, SymInt? total_L=None) -> (Tensor, Tensor[])");
+  m.def(
+      "jagged_dense_elementwise_add_jagged_output(Tensor x_values, Tensor[] x_offsets, Tensor y) "
+      "-> (Tensor, Tensor[])");
+  m.def(
+      "jagged_dense_elementwise_mul(Tensor x_values, Tensor[] x_offsets, Tensor y) "
+      "-> (Tensor, Tensor[])");
+  m.def("jagged_softmax(Tensor values, Tensor x_offsets, int max_L) -> (Tensor, Tensor)");
+  m.def("jagged_dense_bmm(Tensor x_values, Tensor x_offsets, Tensor y, int max_L) -> (Tensor, Tensor)");
+  // The argument checks of each kernel op above (shapes, dtypes, devices; no values): the one place
+  // they live, called by every backend's kernel and by the fake kernels.
+  m.def(
+      "_jagged_to_padded_dense_check(Tensor values, Tensor[] offsets, SymInt[] max_lengths) -> ()");
+  m.def("_dense_to_jagged_check(Tensor dense, Tensor[] x_offsets, SymInt? total_L) -> ()");
+  m.def("_jagged_dense_elementwise_check(Tensor x_values, Tensor[] x_offsets, Tensor y) -> ()");
+  m.def("_jagged_softmax_check(Tensor values, Tensor x_offsets, int max_L) -> ()");
+  m.def(
+      "_jagged_softmax_backward_check(Tensor grad_output, Tensor output, Tensor x_offsets, "
+      "int max_L) -> ()");
+  m.def("_jagged_dense_bmm_check(Tensor x_values, Tensor x_offsets, Tensor y, int max_L) -> ()");
+  m.def(
+      "_jagged_jagged_bmm_check(Tensor x_values, Tensor y_values, Tensor x_offsets, int max_L) -> ()");
+  m.def("_jagged_index_select_check(Tensor values, Tensor lengths, Tensor indices) -> ()");
+  m.def(
+      "_jagged_index_select_backward_check(Tensor grad_output, Tensor lengths, Tensor indices, "
+      "SymInt num_input_rows) -> ()");
 }

@@ -22,6 +22,10 @@ _LAZY = {  # attribute: (module, name in it, or None for the module itself)
     "fp8_gemm": ("mymetaops.ops.gemm", "fp8_gemm"),
     "gemm": ("mymetaops.ops.gemm", "gemm"),
     "fp8_linear": ("mymetaops.ops.gemm", "fp8_linear"),
+    **{name: ("mymetaops.ops.jagged", name) for name in (
+        "jagged_to_padded_dense", "dense_to_jagged", "jagged_dense_elementwise_add",
+        "jagged_dense_elementwise_add_jagged_output", "jagged_dense_elementwise_mul", "jagged_softmax",
+        "jagged_dense_bmm", "jagged_jagged_bmm", "jagged_index_select")},
     "explain": ("mymetaops._explain", "explain"),
     "nn": ("mymetaops.nn", None),
     "ops": ("mymetaops.ops", None),

@@ -138,3 +138,49 @@ class NativeQuantizeConfig:
 
     def __str__(self) -> str:
         return "native quantize"
+
+
+# --- jagged family ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NativeJaggedConfig:
+    """Mirror of `mymetaops::JaggedConfig` (csrc/include/mymetaops/jagged.h)."""
+
+    vec_bytes: int  # bytes per access per lane: 16, 8, 4 or 2 (>= element size)
+    lanes_per_row: int  # lanes cooperating on one row (power of two, <= warp/wavefront size)
+    block_threads: int  # threads per block (multiple of the warp/wavefront size)
+
+    def as_list(self) -> list[int]:
+        return [self.vec_bytes, self.lanes_per_row, self.block_threads]
+
+    def __str__(self) -> str:
+        return f"vec{self.vec_bytes}B lanes{self.lanes_per_row} block{self.block_threads}"
+
+
+@dataclass(frozen=True)
+class TritonJaggedConfig:
+    """Knobs of the Triton jagged kernels (mymetaops/triton/jagged.py): a program moves a
+    [block_rows, block_d] tile of rows (dense positions or jagged rows) per step."""
+
+    block_rows: int  # rows per program (power of two)
+    block_d: int  # columns per program (power of two); grid dim 1 = cdiv(dim, block_d)
+    num_warps: int
+
+    def __str__(self) -> str:
+        return f"R{self.block_rows} D{self.block_d} w{self.num_warps}"
+
+
+@dataclass(frozen=True)
+class AtenJaggedConfig(VendorConfig):
+    """torch's own CUDA/ROCm kernel of a jagged conversion: aten._jagged_to_padded_dense_forward
+    or aten._padded_dense_to_jagged_forward."""
+
+    op: ClassVar[str] = "aten jagged conversion"
+
+
+@dataclass(frozen=True)
+class PaddedBmmConfig(VendorConfig):
+    """What a user writes without a jagged bmm: pad to dense, torch.bmm, back to jagged."""
+
+    op: ClassVar[str] = "pad + torch.bmm (+ dense_to_jagged)"
+

@@ -32,6 +32,12 @@ const char* op_name(int64_t op) {
     case ErrorOp::kEmbeddingBagBackward: return "embedding_bag_backward";
     case ErrorOp::kEmbeddingBagPerSampleWeightsBackward:
       return "embedding_bag_per_sample_weights_backward";
+    case ErrorOp::kJaggedToPaddedDense: return "jagged_to_padded_dense";
+    case ErrorOp::kDenseToJagged: return "dense_to_jagged";
+    case ErrorOp::kJaggedDenseElementwise: return "jagged_dense_elementwise";
+    case ErrorOp::kJaggedSoftmax: return "jagged_softmax";
+    case ErrorOp::kJaggedIndexSelect: return "jagged_index_select";
+    case ErrorOp::kJaggedBmm: return "jagged_bmm";
   }
   return "mymetaops op";
 }
@@ -71,6 +77,10 @@ void raise_recorded_error(const c10::Device& device) {
                               "mymetaops.check_errors() or validate=True finds the call)");
   switch (static_cast<ErrorCode>(code)) {
     case ErrorCode::kIndexOutOfRange:
+      if (op == static_cast<int64_t>(ErrorOp::kJaggedIndexSelect)) {
+        TORCH_CHECK_INDEX(false, name, ": indices[", position, "] = ", value, " is not a sequence (lengths has ",
+                          bound, "); its rows are 0", where);
+      }
       TORCH_CHECK_INDEX(false, name, ": index ", value, " at position ", position,
                         " is out of range for a table of ", bound, " rows; its bag's output is NaN",
                         where);
@@ -81,8 +91,12 @@ void raise_recorded_error(const c10::Device& device) {
       TORCH_CHECK_VALUE(false, name, ": offsets must be non-decreasing, but offsets[", position,
                         "] = ", value, " is below offsets[", position - 1, "]", where);
     case ErrorCode::kOffsetPastEnd:
-      TORCH_CHECK_VALUE(false, name, ": offsets[", position, "] = ", value,
-                        " is past the end of the ", bound, " indices", where);
+      TORCH_CHECK_VALUE(false, name, ": offsets[", position, "] = ", value, " is past the end of the ",
+                        bound, op <= static_cast<int64_t>(ErrorOp::kEmbeddingBagPerSampleWeightsBackward)
+                                   ? " indices" : " rows", where);
+    case ErrorCode::kNegativeLength:
+      TORCH_CHECK_VALUE(false, name, ": lengths must be non-negative, got lengths[", position, "] = ",
+                        value, where);
     default:
       TORCH_CHECK(false, name, ": unknown error code ", code, " recorded on ", device);
   }

@@ -19,7 +19,8 @@ from .hardware import HardwareSpec
 
 BACKENDS = ("native", "triton", "vendor")
 # Imported by `import mymetaops.model`: each registers its family.
-FAMILY_MODULES = ("mymetaops.model.embedding_bag", "mymetaops.model.gemm", "mymetaops.model.quantize_fp8")
+FAMILY_MODULES = ("mymetaops.model.embedding_bag", "mymetaops.model.gemm", "mymetaops.model.quantize_fp8",
+                  "mymetaops.model.jagged")
 
 
 class Estimate(NamedTuple):  # a tuple, not a dataclass: built for every candidate, so kept cheap

@@ -14,7 +14,8 @@
 //   [2] op:      ErrorOp
 //   [3] position: index into indices (kIndexOutOfRange) or into offsets (the offset errors)
 //   [4] value:   the bad index or offset
-//   [5] bound:   num_rows (kIndexOutOfRange) or num_indices (kOffsetPastEnd); 0 otherwise
+//   [5] bound:   num_rows (kIndexOutOfRange) or what offsets index (kOffsetPastEnd: indices,
+//                rows); 0 otherwise
 // The host clears [1] then [0] after reporting.
 #pragma once
 #include <cstdint>
@@ -37,7 +38,8 @@ enum class ErrorCode : int64_t {
   kIndexOutOfRange = 1,  // indices[position] = value is not in [0, bound)
   kNegativeOffset = 2,   // offsets[position] = value < 0
   kDecreasingOffset = 3, // offsets[position] = value < offsets[position - 1]
-  kOffsetPastEnd = 4,    // offsets[position] = value > bound (the number of indices)
+  kOffsetPastEnd = 4,    // offsets[position] = value > bound (the number of indices or rows)
+  kNegativeLength = 5,   // lengths[position] = value < 0
 };
 
 // The op that found the value (numbers shared with mymetaops/ops/errors.py).
@@ -45,6 +47,12 @@ enum class ErrorOp : int64_t {
   kEmbeddingBag = 1,
   kEmbeddingBagBackward = 2,
   kEmbeddingBagPerSampleWeightsBackward = 3,
+  kJaggedToPaddedDense = 4,
+  kDenseToJagged = 5,
+  kJaggedDenseElementwise = 6,
+  kJaggedSoftmax = 7,
+  kJaggedIndexSelect = 8,
+  kJaggedBmm = 9,
 };
 
 }  // namespace mymetaops
