@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Cross-compile the Triton kernels (embedding_bag, the GEMM family: fp8_gemm, gemm, FP8 quantize) for
+"""Cross-compile the Triton kernels (embedding_bag, the GEMM family: fp8_gemm, gemm, FP8 quantize; the
+jagged family) for
 MI300 (gfx942), MI355 (gfx950) and H100/H200 (sm_90) without a GPU, and fail if one does not compile,
 or if an AMD kernel spills (scratch) or needs more LDS than the chip has.
 
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package: imp
 from mymetaops.model.gemm import PROMOTED_MAX_TILE  # noqa: E402
 from mymetaops.triton import embedding_bag as kernels  # noqa: E402
 from mymetaops.triton import gemm as gemm_kernels  # noqa: E402
+from mymetaops.triton import jagged as jagged_kernels  # noqa: E402
 from mymetaops.triton import quantize_fp8 as quantize_kernels  # noqa: E402
 
 TARGETS = {  # name: (target, LDS budget in bytes or None)
@@ -218,6 +220,104 @@ def _gemm_cases():
                      **tiles}, {**fmt, **blocks}), options, (tname,), None)
 
 
+# Sizes and strides of the jagged kernels that a 16-byte aligned row makes multiples of 16 elements.
+JAGGED_ALIGNED = ("dim", "x_row_stride", "dense_batch_stride", "dense_row_stride", "values_row_stride",
+                  "grad_row_stride")
+
+
+def _jagged_source(fn, types: dict[str, str], constexprs: dict, aligned=JAGGED_ALIGNED) -> ASTSource:
+    names = fn.arg_names
+    signature = {n: types.get(n, "constexpr") for n in names}
+    marked = [n for n, t in types.items() if t.startswith("*") or n in aligned]
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in marked}
+    return ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def _jagged_memory_cases(configs):
+    """Every streaming kernel with every suggested config in bf16 (int32 offsets), the first config
+    also in fp32 (int64 offsets); error records compiled in (their most expensive form)."""
+    k = jagged_kernels
+    for n, c in enumerate(configs):
+        blocks, options = {"BLOCK_ROWS": c.block_rows, "BLOCK_D": c.block_d}, {"num_warps": c.num_warps}
+        for fdt, idt in (("bf16", "i32"),) + ((("fp32", "i64"),) if n == 0 else ()):
+            f, i, tag = POINTER_TYPES[fdt], POINTER_TYPES[idt], f"{fdt}/{idt} {c}"
+
+            def scalars(*names):
+                return {name: "i32" for name in names}
+            for op in (0, 2):
+                types = {"x_ptr": f, "offsets_ptr": i, "out_ptr": f, "errors_ptr": "*i64", "padding_value": "fp32",
+                         **scalars("batch", "max_length", "num_positions", "total", "dim", "num_offsets",
+                                   "x_row_stride", "dense_batch_stride", "dense_row_stride", "program_base")}
+                constexprs = {"OP": op, "ERROR_OP": k.ERROR_OP_OF[op], "HAS_ERRORS": True, **blocks}
+                if op == 0:
+                    constexprs["dense_ptr"] = None
+                else:
+                    types["dense_ptr"] = f
+                yield f"jagged_dense(op{op}) {tag}", _jagged_source(k._dense_output_kernel, types, constexprs), options
+            for op in (1, 3, 4):
+                types = {"offsets_ptr": i, "dense_ptr": f, "out_ptr": f, "errors_ptr": "*i64",
+                         **scalars("batch", "max_length", "total", "dim", "num_offsets", "search_steps",
+                                   "dense_batch_stride", "dense_row_stride", "program_base")}
+                constexprs = {"OP": op, "ERROR_OP": k.ERROR_OP_OF[op], "HAS_ERRORS": True, **blocks}
+                if op == 1:
+                    constexprs.update(x_ptr=None, x_row_stride=0)
+                else:
+                    types.update(x_ptr=f, x_row_stride="i32")
+                yield f"jagged_dense(op{op}) {tag}", _jagged_source(k._jagged_output_kernel, types, constexprs), options
+            for backward in (False, True):
+                types = {"values_ptr": f, "offsets_ptr": i, "out_ptr": f, "errors_ptr": "*i64",
+                         **scalars("batch", "max_length", "total", "dim", "num_offsets", "values_row_stride",
+                                   "program_base", "last_program")}
+                constexprs = {"BACKWARD": backward, "HAS_ERRORS": True, "REDUCE_EACH_STEP": c.num_warps == 1, **blocks}
+                if backward:
+                    types.update(grad_ptr=f, grad_row_stride="i32")
+                else:
+                    constexprs.update(grad_ptr=None, grad_row_stride=0)
+                yield (f"jagged_softmax({'backward' if backward else 'forward'}) {tag}",
+                       _jagged_source(k._softmax_kernel, types, constexprs), options)
+                types = {"values_ptr": f, "input_offsets_ptr": "*i64", "output_offsets_ptr": "*i64", "indices_ptr": i,
+                         "out_ptr": "*fp32" if backward else f, "errors_ptr": "*i64",
+                         **scalars("dim", "values_row_stride", "num_indices", "batch", "num_input_rows",
+                                   "num_output_rows", "search_steps", "program_base")}
+                yield (f"jagged_index_select({'backward' if backward else 'forward'}) {tag}",
+                       _jagged_source(k._index_select_kernel, types, {"BACKWARD": backward, "HAS_ERRORS": True, **blocks}),
+                       options)
+
+
+def _jagged_bmm_cases(configs):
+    """Both bmm kernels with every suggested config in bf16 (the first also fp16): matrix
+    instructions required."""
+    k = jagged_kernels
+    for n, c in enumerate(configs):
+        blocks = {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m}
+        options = {"num_warps": c.num_warps, "num_stages": c.num_stages}
+        for dt in ("bf16", "fp16") if n == 0 else ("bf16",):
+            f, isa = POINTER_TYPES[dt], {"hip": MFMA[dt], "cuda": r"wgmma\.mma_async|mma\.sync"}
+            pointers = {"x_ptr": f, "y_ptr": f, "offsets_ptr": "*i64", "out_ptr": f, "errors_ptr": "*i64"}
+            tiles = ("num_offsets", "m_tiles", "n_tiles", "num_tiles", "tile_base", "tile_step", "last_sequence")
+            types = {**pointers, **{name: "i32" for name in ("batch", "max_length", "total", "K", "N", *tiles,
+                                                          "stride_xm", "stride_yb", "stride_yk")}}
+            constexprs = {"stride_xk": 1, "stride_yn": 1, "HAS_ERRORS": True, "EVEN_K": False, "IEEE": False, **blocks}
+            yield (f"jagged_dense_bmm({dt}) {c}", _jagged_source(k._jagged_dense_bmm_kernel, types, constexprs,
+                                                                 ("K", "N", "stride_xm", "stride_yb", "stride_yk")),
+                   options, isa)
+            types = {**pointers, **{name: "i32" for name in ("batch", "max_length", "total", "M", "N", *tiles,
+                                                          "stride_xr", "stride_yr")}}
+            constexprs = {"stride_xm": 1, "stride_yn": 1, "HAS_ERRORS": True, "IEEE": False, **blocks}
+            yield (f"jagged_jagged_bmm({dt}) {c}", _jagged_source(k._jagged_jagged_bmm_kernel, types, constexprs,
+                                                                  ("M", "N", "stride_xr", "stride_yr")), options, isa)
+
+
+def _jagged_cases():
+    k = jagged_kernels
+    for targets, memory, bmm in ((AMD, k.JAGGED_CONFIGS_AMD, k.BMM_CONFIGS_AMD),
+                                 (NVIDIA, k.JAGGED_CONFIGS_NVIDIA, k.BMM_CONFIGS_NVIDIA)):
+        for label, src, options in _jagged_memory_cases(memory):
+            yield label, src, options, targets, None
+        for label, src, options, isa in _jagged_bmm_cases(bmm):
+            yield label, src, options, targets, isa
+
+
 def _embedding_bag_cases():
     for label, src, num_warps in _cases():
         yield label, src, {"num_warps": num_warps}, tuple(TARGETS), None
@@ -225,12 +325,12 @@ def _embedding_bag_cases():
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("embedding_bag", "gemm"), help="one family's kernels")
+    parser.add_argument("--only", choices=("embedding_bag", "gemm", "jagged"), help="one family's kernels")
     parser.add_argument("--arch", action="append", choices=tuple(TARGETS), help="targets (default: all)")
     parser.add_argument("--match", help="only cases whose label matches this regular expression")
     args = parser.parse_args(argv)
     archs = set(args.arch or TARGETS)
-    families = {"embedding_bag": _embedding_bag_cases, "gemm": _gemm_cases}
+    families = {"embedding_bag": _embedding_bag_cases, "gemm": _gemm_cases, "jagged": _jagged_cases}
     failures = 0
     print(f"triton {triton.__version__}")
     for family, cases in families.items():

@@ -4,8 +4,8 @@
 # pytest-benchmark.txt, tests.log and the benchmarks' <date>-<gpu>-embedding_bag.{json,md} (at most
 # 8 files come back from the device machine). Prints the results table, then a short summary, last.
 #
-#   bash scripts/gpu_session.sh [PART...]   PART: build, bench, gemm-tests, gemm-bench, pytest-bench,
-#                                            tests, hip (default: all)
+#   bash scripts/gpu_session.sh [PART...]   PART: build, bench, gemm-tests, gemm-bench, jagged-tests,
+#                                            jagged-bench, pytest-bench, tests, hip (default: all)
 # The device machine reaches no network: the CUTLASS headers' wheel (nvidia-cutlass, see
 # requirements.txt) travels in .whl/ (git-ignored; `pip download nvidia-cutlass==4.2.0 -d .whl`
 # here, then carry .whl) and is installed from there.
@@ -23,9 +23,9 @@ OUT=${OUT:-.out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} MYMETAOPS_CUDA_ARCHS=${MYMETAOPS_CUDA_ARCHS:-90a}
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-quick}
 DEADLINE_S=${DEADLINE_S:-570}
-PARTS=${*:-build bench gemm-tests gemm-bench pytest-bench tests hip}
+PARTS=${*:-build bench gemm-tests gemm-bench jagged-tests jagged-bench pytest-bench tests hip}
 for part in $PARTS; do
-  case $part in build|bench|gemm-tests|gemm-bench|pytest-bench|tests|hip) ;;
+  case $part in build|bench|gemm-tests|gemm-bench|jagged-tests|jagged-bench|pytest-bench|tests|hip) ;;
     *) echo "unknown part '$part'"; exit 2;; esac
 done
 summary=()
@@ -88,6 +88,17 @@ if has gemm-tests; then
   built || build
   step "gemm tests (GPU and CPU)" tests.log 240 $PYTEST tests/gemm
 fi
+if has jagged-tests; then
+  built || build
+  step "jagged tests (GPU and CPU)" tests.log 240 $PYTEST tests/jagged
+fi
+if has jagged-bench; then
+  built || build
+  mkdir -p "$OUT/jagged-results"
+  step "jagged bench" jagged-bench.log "${JAGGED_BENCH_S:-240}" python3 bench/jagged/run_all.py \
+      --out-dir "$OUT/jagged-results" --budget-s "$(( ${JAGGED_BENCH_S:-240} - 20 ))"
+  tar -C "$OUT" -czf "$OUT/jagged-results.tgz" jagged-results && rm -rf "$OUT/jagged-results"
+fi
 if has pytest-bench; then
   built || build
   step "pytest-benchmark" pytest-benchmark.txt 150 python3 -m pytest bench -q -m gpu \
@@ -107,5 +118,6 @@ echo
 [ -f "$OUT/tests.log" ] && grep -E "(passed|failed|error)" "$OUT/tests.log" | tail -n 4
 cat "$OUT"/*-embedding_bag.md 2>/dev/null
 [ -f "$OUT/gemm-bench.log" ] && tail -n 40 "$OUT/gemm-bench.log"
+[ -f "$OUT/jagged-bench.log" ] && tail -n 30 "$OUT/jagged-bench.log"
 echo
 printf '%s\n' "${summary[@]}"

@@ -54,9 +54,11 @@ NATIVE_VEC_BYTES = (16, 8, 4, 2)
 LOADS_IN_FLIGHT = 2  # [A] independent vector loads a thread keeps outstanding (x and dense / unrolled rows)
 ROW_OVERHEAD_NS = {"native": 0.0, "triton": 0.0}  # [A] per-row cost beyond its bytes: none modelled yet
 TRITON_EFFICIENCY = 0.85  # [A] share of the native kernel's bandwidth a Triton tile reaches
-TRITON_CONFIGS = {  # (block_rows, block_d, num_warps): mymetaops/triton/jagged.py's suggested set
-    "nvidia": ((4, 128, 4), (8, 128, 4), (16, 64, 4), (4, 256, 4), (32, 32, 4)),
-    "amd": ((4, 128, 4), (8, 128, 4), (16, 64, 4), (4, 256, 8), (32, 32, 4)),
+# mymetaops/triton/jagged.py's suggested configs (the model must not import Triton; tests/jagged
+# checks the two agree): (block_rows, block_d, num_warps).
+TRITON_CONFIGS = {
+    "nvidia": ((32, 128, 4), (16, 256, 4), (8, 512, 8), (64, 32, 2), (256, 8, 2), (1024, 1, 4)),
+    "amd": ((32, 128, 4), (16, 256, 4), (8, 512, 8), (64, 32, 1), (256, 8, 2), (1024, 1, 4)),
 }
 SEARCH_STEP_NS = 1.0  # [A] one dependent L2 read of a binary search, amortized over the lanes of a row
 # The aten ops a user would call otherwise (one jagged dimension; torch's CUDA/ROCm kernels).
@@ -64,12 +66,16 @@ VENDOR_OPS = {TO_PADDED: "aten._jagged_to_padded_dense_forward", TO_JAGGED: "ate
 VENDOR_EFFICIENCY = 0.5  # [A] DESIGN.md: aten._jagged_to_padded_dense_forward reaches 1.7-2.3 TB/s (0.4-0.55 of copy)
 
 # --- bmm --------------------------------------------------------------------------------------------
+# (block_m, block_n, block_k, group_m, warps, stages, persistent), as triton/jagged.py's BMM_CONFIGS_*.
 BMM_TRITON_CONFIGS = {
-    "nvidia": ((64, 128, 64, 1, 4, 4, 0), (128, 128, 64, 1, 8, 3, 0), (64, 64, 64, 1, 4, 4, 0),
-               (32, 128, 64, 1, 4, 4, 0)),
-    "amd": ((64, 128, 64, 1, 4, 2, 0), (128, 128, 64, 1, 8, 2, 0), (64, 64, 64, 1, 4, 2, 0),
-            (32, 128, 64, 1, 4, 2, 0)),
+    "nvidia": ((128, 128, 64, 8, 8, 3, 0), (64, 128, 64, 8, 4, 3, 0), (64, 64, 64, 4, 4, 3, 0),
+               (32, 64, 64, 1, 4, 3, 0), (16, 64, 128, 1, 4, 3, 0), (64, 128, 64, 8, 4, 3, 1)),
+    "amd": ((128, 128, 64, 8, 8, 2, 0), (64, 128, 64, 8, 4, 2, 0), (64, 64, 64, 4, 4, 2, 0),
+            (32, 64, 64, 1, 4, 2, 0), (16, 64, 128, 1, 4, 2, 0), (64, 128, 64, 8, 4, 2, 1)),
 }
+# [D] fp32 operands (an ieee-precision dot, no tensor cores) spill with tiles over 64x64 on sm_90,
+# gfx942 and gfx950 (scripts/check_triton_targets.py).
+FP32_MAX_TILE = 64 * 64
 FP32_DOT_EFFICIENCY = 0.6  # [A] share of the fp32 (non-tensor-core) peak an ieee-precision dot reaches
 
 
@@ -241,6 +247,8 @@ def bmm_triton_candidates(p: JaggedProblem, hw: HardwareSpec):
     cost = gemm_model.TRITON_COST[(hw.vendor, "16bit")]
     for row in BMM_TRITON_CONFIGS[hw.vendor]:
         c = TritonGemmConfig(*row)
+        if p.dtype == "fp32" and c.block_m * c.block_n > FP32_MAX_TILE:
+            continue
         yield c, _bmm_estimate(p, hw, c, cost, launch, gemm_model.HOST_US["triton"], "triton grouped tiles")
 
 

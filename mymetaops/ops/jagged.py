@@ -32,6 +32,16 @@ def _as_list(offsets) -> list[torch.Tensor]:
     return [offsets] if isinstance(offsets, torch.Tensor) else list(offsets)
 
 
+def _one(offsets) -> torch.Tensor:
+    """The offsets of an op with one jagged dimension, given as a tensor or a list of one."""
+    if isinstance(offsets, torch.Tensor):
+        return offsets
+    offsets = list(offsets)
+    if len(offsets) != 1:
+        raise ValueError(f"this op takes one jagged dimension: one offsets tensor, got {len(offsets)}")
+    return offsets[0]
+
+
 def jagged_to_padded_dense(values: torch.Tensor, offsets: Offsets, max_lengths: int | Sequence[int],
                            padding_value: float = 0.0) -> torch.Tensor:
     """[B, *max_lengths, D] (or [B, *max_lengths] for 1-D values): each sequence's rows, padded
@@ -65,24 +75,24 @@ def jagged_dense_elementwise_mul(x_values: torch.Tensor, x_offsets: Offsets,
     return _ops.jagged_dense_elementwise_mul(x_values, _as_list(x_offsets), y)
 
 
-def jagged_softmax(values: torch.Tensor, x_offsets: torch.Tensor, max_L: int) -> tuple[torch.Tensor, torch.Tensor]:
+def jagged_softmax(values: torch.Tensor, x_offsets: Offsets, max_L: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(values, offsets): per sequence and column, a softmax over its first min(length, max_L)
     rows; later rows are 0."""
-    return _ops.jagged_softmax(values, x_offsets, max_L)
+    return _ops.jagged_softmax(values, _one(x_offsets), max_L)
 
 
-def jagged_dense_bmm(x_values: torch.Tensor, x_offsets: torch.Tensor, y: torch.Tensor,
+def jagged_dense_bmm(x_values: torch.Tensor, x_offsets: Offsets, y: torch.Tensor,
                      max_L: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(values [total_L, N], offsets): x_values [total_L, K] times y[b] [K, N] per sequence, over its
     first min(length, max_L) rows; later rows are 0."""
-    return _ops.jagged_dense_bmm(x_values, x_offsets, y, max_L)
+    return _ops.jagged_dense_bmm(x_values, _one(x_offsets), y, max_L)
 
 
-def jagged_jagged_bmm(x_values: torch.Tensor, y_values: torch.Tensor, x_offsets: torch.Tensor,
+def jagged_jagged_bmm(x_values: torch.Tensor, y_values: torch.Tensor, x_offsets: Offsets,
                       max_L: int) -> torch.Tensor:
     """[B, M, N]: x_b^T . y_b over each sequence's first min(length, max_L) rows (x [total_L, M],
     y [total_L, N], one jagged layout)."""
-    return _ops.jagged_jagged_bmm(x_values, y_values, x_offsets, max_L)
+    return _ops.jagged_jagged_bmm(x_values, y_values, _one(x_offsets), max_L)
 
 
 def jagged_index_select(values: torch.Tensor, lengths: torch.Tensor, indices: torch.Tensor,
@@ -116,7 +126,7 @@ def _dense_to_jagged_fake(dense, x_offsets, total_L=None):
 
 def _jagged_out_fake(x_values, x_offsets, y):
     _ops._jagged_dense_elementwise_check(x_values, x_offsets, y)
-    return torch.empty_like(x_values)
+    return x_values.new_empty(x_values.shape)
 
 
 torch.library.register_fake("mymetaops::jagged_dense_elementwise_add_jagged_output_forward")(_jagged_out_fake)
@@ -126,19 +136,19 @@ torch.library.register_fake("mymetaops::jagged_dense_elementwise_mul_forward")(_
 @torch.library.register_fake("mymetaops::jagged_dense_elementwise_add")
 def _add_dense_fake(x_values, x_offsets, y):
     _ops._jagged_dense_elementwise_check(x_values, x_offsets, y)
-    return torch.empty_like(y)
+    return y.new_empty(y.shape)  # contiguous, as the kernels write it
 
 
 @torch.library.register_fake("mymetaops::jagged_softmax_forward")
 def _softmax_fake(values, x_offsets, max_L):
     _ops._jagged_softmax_check(values, x_offsets, max_L)
-    return torch.empty_like(values)
+    return values.new_empty(values.shape)
 
 
 @torch.library.register_fake("mymetaops::jagged_softmax_backward")
 def _softmax_backward_fake(grad_output, output, x_offsets, max_L):
     _ops._jagged_softmax_backward_check(grad_output, output, x_offsets, max_L)
-    return torch.empty_like(output)
+    return output.new_empty(output.shape)
 
 
 @torch.library.register_fake("mymetaops::jagged_dense_bmm_forward")

@@ -1,0 +1,196 @@
+"""The jagged family on a GPU: every backend the model offers against the CPU kernels (which
+test_jagged.py checks against float64 and FBGEMM), gradients, no host sync with the sizes given,
+bad offsets recorded without a sync, and a > 2^31-element conversion."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import mymetaops
+import mymetaops.ops  # noqa: F401  (registers the ops)
+from mymetaops import model
+from mymetaops.ops import dispatch
+
+gpu = pytest.mark.gpu
+ops = torch.ops.mymetaops
+RTOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}  # one rounding of the output
+BMM_RTOL = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 2e-2}
+
+
+def _backends(op, *args):
+    hw = model.detect_hardware()
+    problem = model.jagged.problem_of(op, *args)
+    decision = model.decide(op, problem, hw, native_available=dispatch.native_available(op, hw.vendor))
+    return ["auto", *sorted({c.backend for c in decision.candidates if c.available})]
+
+
+def _close(got, want, rtol):
+    got, want = got.float().cpu(), want.float().cpu()
+    scale = want.abs().max().item() if want.numel() else 0.0
+    assert got.shape == want.shape
+    assert torch.allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1.0)), (got - want).abs().max()
+
+
+def _jagged(batch, max_length, dim, dtype, offsets_dtype, device="cuda", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, max_length + 3, (batch,), generator=g)  # some past max_length: truncated
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]).to(offsets_dtype)
+    values = torch.randn(int(lengths.sum()), dim, generator=g).to(dtype)
+    return values.to(device), offsets.to(device)
+
+
+cases = dict(batch=st.sampled_from((1, 3, 17)), max_length=st.sampled_from((1, 5, 33)),
+             dim=st.sampled_from((1, 3, 8, 128)), dtype=st.sampled_from((torch.float32, torch.float16, torch.bfloat16)),
+             offsets_dtype=st.sampled_from((torch.int32, torch.int64)))
+
+
+@gpu
+@given(**cases)
+def test_conversions_and_elementwise_every_backend(batch, max_length, dim, dtype, offsets_dtype):
+    values, offsets = _jagged(batch, max_length, dim, dtype, offsets_dtype)
+    y = torch.randn(batch, max_length, dim, device="cuda").to(dtype)
+    calls = {
+        "jagged_to_padded_dense": (lambda: ops.jagged_to_padded_dense(values, [offsets], [max_length], -1.0),
+                                   (values, [offsets], [max_length])),
+        "dense_to_jagged_forward": (lambda: ops.dense_to_jagged_forward(y, [offsets], values.shape[0]),
+                                    (y, [offsets], values.shape[0])),
+        "jagged_dense_elementwise_add": (lambda: ops.jagged_dense_elementwise_add(values, [offsets], y),
+                                         (values, [offsets], y)),
+        "jagged_dense_elementwise_add_jagged_output_forward": (
+            lambda: ops.jagged_dense_elementwise_add_jagged_output_forward(values, [offsets], y), (values, [offsets], y)),
+        "jagged_dense_elementwise_mul_forward": (
+            lambda: ops.jagged_dense_elementwise_mul_forward(values, [offsets], y), (values, [offsets], y)),
+    }
+    for op, (call, args) in calls.items():
+        want = getattr(ops, op)(*[a.cpu() if isinstance(a, torch.Tensor) else
+                                  [t.cpu() for t in a] if isinstance(a, list) else a for a in args],
+                                *([-1.0] if op == "jagged_to_padded_dense" else []))
+        for backend in _backends(op, *args):
+            with mymetaops.use_backend(backend):
+                _close(call(), want, RTOL[dtype])
+
+
+@gpu
+@given(**cases)
+def test_softmax_every_backend(batch, max_length, dim, dtype, offsets_dtype):
+    values, offsets = _jagged(batch, max_length, dim, dtype, offsets_dtype)
+    grad = torch.randn_like(values)
+    want = ops.jagged_softmax_forward(values.cpu(), offsets.cpu(), max_length)
+    want_grad = ops.jagged_softmax_backward(grad.cpu(), want, offsets.cpu(), max_length)
+    for backend in _backends("jagged_softmax_forward", values, offsets, max_length):
+        with mymetaops.use_backend(backend):
+            out = ops.jagged_softmax_forward(values, offsets, max_length)
+            _close(out, want, RTOL[dtype])
+            _close(ops.jagged_softmax_backward(grad, out, offsets, max_length), want_grad, 4 * RTOL[dtype])
+
+
+@gpu
+@given(**cases)
+def test_bmm_every_backend(batch, max_length, dim, dtype, offsets_dtype):
+    x, offsets = _jagged(batch, max_length, dim, dtype, offsets_dtype)
+    y = torch.randn(batch, dim, 24, device="cuda").to(dtype)
+    yv = torch.randn(x.shape[0], 24, device="cuda").to(dtype)
+    want = ops.jagged_dense_bmm_forward(x.cpu(), offsets.cpu(), y.cpu(), max_length)
+    want_jj = ops.jagged_jagged_bmm(x.cpu(), yv.cpu(), offsets.cpu(), max_length)
+    for backend in _backends("jagged_dense_bmm_forward", x, offsets, y, max_length):
+        with mymetaops.use_backend(backend):
+            _close(ops.jagged_dense_bmm_forward(x, offsets, y, max_length), want, BMM_RTOL[dtype])
+            _close(ops.jagged_jagged_bmm(x, yv, offsets, max_length), want_jj, BMM_RTOL[dtype])
+
+
+@gpu
+@given(batch=st.sampled_from((1, 4, 9)), dim=st.sampled_from((1, 8, 64)),
+       dtype=st.sampled_from((torch.float32, torch.bfloat16)), repeat=st.booleans())
+def test_index_select_every_backend(batch, dim, dtype, repeat):
+    g = torch.Generator().manual_seed(batch * 7 + dim)
+    lengths = torch.randint(0, 6, (batch,), generator=g)
+    values = torch.randn(int(lengths.sum()), dim, generator=g).to(dtype)
+    indices = torch.randint(0, batch, (batch + 2 if repeat else batch,), generator=g)
+    want = ops.jagged_index_select(values, lengths, indices)
+    grad = torch.randn_like(want[0])
+    want_grad = ops.jagged_index_select_backward(grad, lengths, indices, values.shape[0])
+    v, l, i = values.cuda(), lengths.cuda(), indices.cuda()
+    for backend in _backends("jagged_index_select", v, l, i, want[0].shape[0]):
+        with mymetaops.use_backend(backend):
+            got = ops.jagged_index_select(v, l, i, want[0].shape[0])
+            _close(got[0], want[0], 0.0)
+            assert torch.equal(got[1].cpu(), want[1])
+            _close(ops.jagged_index_select_backward(grad.cuda(), l, i, values.shape[0]), want_grad, RTOL[dtype])
+
+
+@gpu
+def test_gradients_match_the_cpu():
+    values, offsets = _jagged(5, 7, 16, torch.float32, torch.int64)
+    y = torch.randn(5, 7, 16, device="cuda")
+    results = []
+    for device in ("cpu", "cuda"):
+        v = values.to(device).requires_grad_()
+        w = y.to(device).requires_grad_()
+        o = offsets.to(device)
+        out = mymetaops.jagged_dense_elementwise_add_jagged_output(v, o, w)[0]
+        dense = mymetaops.jagged_to_padded_dense(out, o, 7)
+        back = mymetaops.dense_to_jagged(dense * 2, o, total_L=v.shape[0])[0]
+        sm = mymetaops.jagged_softmax(back, o, 7)[0]
+        bmm = mymetaops.jagged_dense_bmm(sm, o, torch.ones(5, 16, 4, device=device), 7)[0]
+        bmm.square().sum().backward()
+        results.append((v.grad.cpu(), w.grad.cpu()))
+    for got, want in zip(results[1], results[0]):
+        _close(got, want, 1e-4)
+
+
+@gpu
+def test_no_host_sync_with_the_sizes_given():
+    values, offsets = _jagged(64, 32, 64, torch.bfloat16, torch.int64)
+    y = torch.randn(64, 32, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    yb = torch.randn(64, 64, 32, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    lengths = offsets.diff()
+    indices = torch.arange(0, 64, 2, device="cuda")
+    rows = int(lengths[indices].sum())
+    v = values.requires_grad_()
+    total = v.shape[0]
+    for _ in range(2):  # the second round runs from the decision cache
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out = mymetaops.jagged_dense_elementwise_add_jagged_output(v, offsets, y)[0]
+            dense = mymetaops.jagged_to_padded_dense(out, offsets, 32)
+            back = mymetaops.dense_to_jagged(dense, offsets, total_L=total)[0]
+            sm = mymetaops.jagged_softmax(back, offsets, 32)[0]
+            mm = mymetaops.jagged_dense_bmm(sm, offsets, yb, 32)[0]
+            jj = mymetaops.jagged_jagged_bmm(mm, sm, offsets, 32)
+            mul = mymetaops.jagged_dense_elementwise_mul(v, offsets, y)[0]
+            sel = mymetaops.jagged_index_select(mul, lengths, indices, rows)[0]
+            (jj.float().sum() + sel.float().sum()).backward()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+
+@gpu
+def test_bad_offsets_are_recorded_and_raised():
+    values = torch.randn(6, 4, device="cuda")
+    bad = torch.tensor([0, 4, 2, 6], device="cuda")  # decreasing
+    for backend in _backends("jagged_to_padded_dense", values, [bad], [3]):
+        if backend == "vendor":
+            continue  # aten's kernel does not check values
+        with mymetaops.use_backend(backend):
+            ops.jagged_to_padded_dense(values, [bad], [3])
+        with pytest.raises(ValueError, match="offsets"):
+            mymetaops.check_errors()
+
+
+@gpu
+def test_more_than_2_to_the_31_elements():
+    # 2^31 + 2^20 bf16 elements in the dense output: 64-bit indexing throughout (aten's kernel failed here).
+    batch, max_length, dim = 2, 2**29 + 2**18, 2
+    offsets = torch.tensor([0, 3, 7], device="cuda")
+    values = torch.arange(14, device="cuda", dtype=torch.float32).reshape(7, 2).to(torch.bfloat16)
+    free, _ = torch.cuda.mem_get_info()
+    if free < 3 * batch * max_length * dim * 2:
+        pytest.skip("not enough GPU memory")
+    dense = ops.jagged_to_padded_dense(values, [offsets], [max_length], 0.0)
+    assert dense.numel() > 2**31
+    assert torch.equal(dense[1, :4].float().cpu(), values[3:7].float().cpu())
+    assert dense[1, -1].abs().sum().item() == 0
+    back = ops.dense_to_jagged_forward(dense, [offsets], 7)
+    assert torch.equal(back.cpu(), values.cpu())
