@@ -121,12 +121,13 @@ __device__ void check_offsets(const IndexT* offsets, int64_t batch, int64_t tota
   if (errors == nullptr) return;
   for (int64_t i = first; i <= batch; i += stride) {
     const int64_t value = __ldg(offsets + i);
+    // The order of the CPU checks, the HIP and the Triton kernels: negative, decreasing, past the end.
     if (unlikely(value < 0)) {
       record_error(errors, op, ErrorCode::kNegativeOffset, i, value, 0);
-    } else if (unlikely(value > total)) {
-      record_error(errors, op, ErrorCode::kOffsetPastEnd, i, value, total);
     } else if (unlikely(i > 0 && value < static_cast<int64_t>(__ldg(offsets + i - 1)))) {
       record_error(errors, op, ErrorCode::kDecreasingOffset, i, value, 0);
+    } else if (unlikely(value > total)) {
+      record_error(errors, op, ErrorCode::kOffsetPastEnd, i, value, total);
     }
   }
 }
