@@ -50,6 +50,7 @@ from gemm_harness import (BF16_CEILING_TFLOPS, FP8_CEILING_TFLOPS, add_device_ar
                           checks_markdown, cuda_usable, default_prefix, device_of, geomean, hardware,
                           median_us, meta_line, run_meta, short_error, sync, torch_quantize_rowwise,
                           torch_quantize_tensorwise, wall_per_iteration)
+from bench_common import BudgetExhausted, DeviceLost  # noqa: E402
 import torch  # noqa: E402
 
 import mymetaops  # noqa: E402
@@ -64,14 +65,6 @@ REL_ERR_BOUND = 1e-2  # the issue: bf16 out within 1e-2 of the float64 product
 WRONG_REL_ERR = 5e-2  # a candidate this far off is wrong: flagged, never "the fastest"
 REF_MACS = 2**38  # float64 reference on all rows up to this many multiply-adds, else a row sample
 BF16 = torch.bfloat16
-
-
-class BudgetExhausted(Exception):
-    pass
-
-
-class DeviceLost(Exception):
-    pass
 
 
 def add_arguments(parser):

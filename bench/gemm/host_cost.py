@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm_harness import (add_device_arguments, check, checks_markdown, interleaved_medians, meta_line,  # noqa: E402
-                          report_main, short_error, torch_quantize_rowwise)
+from gemm_harness import (add_device_arguments, check, checks_markdown, meta_line, report_main,  # noqa: E402
+                          torch_quantize_rowwise)
+from bench_common import host_cost_rows_markdown, no_sync_checks, sync_free, time_host_calls  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -120,23 +121,6 @@ def _triton_module():
     return gemm
 
 
-def sync_free(fn, device) -> str:
-    """'pass' when fn runs under torch.cuda.set_sync_debug_mode("error"), else why not."""
-    if device.type != "cuda":
-        fn()
-        return "n/a (CPU)"
-    torch.cuda.synchronize(device)
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        fn()
-    except RuntimeError as e:
-        return "FAIL: " + str(e).splitlines()[0][:160]
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
-    torch.cuda.synchronize(device)
-    return "pass"
-
-
 def sync_checks(device, fns) -> dict:
     """Each op warm (its decision cached), and the public ops on new shapes (decision-cache misses)."""
     out = {}
@@ -159,18 +143,8 @@ def sync_checks(device, fns) -> dict:
 
 def run(args, device):
     calls_n, reps = (20, 3) if args.dry_run else (args.calls, args.reps)
-    fns = calls(device)
-    errors = {}
-    for name, fn in list(fns.items()):  # a failing row is reported, the others still run
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001
-            errors[name] = short_error(e)
-            del fns[name]
-    seconds = interleaved_medians(fns, calls_n, reps, device, warmup=3 if args.dry_run else 100)
+    seconds, rows = time_host_calls(calls(device), calls_n, reps, device, warmup=3 if args.dry_run else 100)
     mymetaops.check_errors()
-    rows = [dict(call=name, us=s * 1e6, error=None) for name, s in seconds.items()]
-    rows += [dict(call=name, us=None, error=e) for name, e in errors.items()]
     checks = []
     ratios = {}
     for ours, theirs, bound in PAIRS:
@@ -184,21 +158,15 @@ def run(args, device):
         r["ratio"] = ratios.get(r["call"])
     sync = sync_checks(device, calls(device))
     mymetaops.check_errors()
-    for what, verdict in sync.items():
-        checks.append(dict(name=f"no host sync: {what}", value=verdict, shown=verdict, required="pass",
-                           passed=None if verdict.startswith("n/a") else verdict == "pass"))
+    checks += no_sync_checks(sync)
     return dict(name=NAME, size=SIZE, calls=calls_n, reps=reps, rows=rows, sync_debug=sync, checks=checks)
 
 
 def markdown(meta, result) -> str:
     lines = [f"# GEMM family host cost per call on {meta_line(meta)}", ""] + checks_markdown(result["checks"])
     lines += ["", f"## Host cost per call (M = N = K = {result['size']}, bf16 / e4m3 rowwise; median of "
-                  f"{result['reps']} x {result['calls']} back-to-back calls)", "",
-              "| call | us/call | x torch counterpart |", "|---|---|---|"]
-    for r in result["rows"]:
-        shown = f"{r['us']:.1f}" if r["us"] is not None else f"ERROR {r['error']}"
-        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-        lines.append(f"| {r['call']} | {shown} | {ratio} |")
+                  f"{result['reps']} x {result['calls']} back-to-back calls)", ""]
+    lines += host_cost_rows_markdown(result["rows"])
     return "\n".join(lines) + "\n"
 
 

@@ -24,20 +24,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from gemm_harness import RESULTS, checks_markdown, default_prefix, device_of, meta_line, run_meta  # noqa: E402
+from gemm_harness import check, checks_markdown, device_of, meta_line, run_meta  # noqa: E402
+from bench_common import (add_run_all_arguments, chosen_sections, prefixes_in, run_section, run_sections, sections_passed,  # noqa: E402
+                          sections_table, write_summary)
 
 # name: (script, output suffix, budget s (normal, quick), kill margin s, minimum s worth starting)
 # A section's budget is also capped so that the sections after it keep RESERVE_S each.
 RESERVE_S = {"host_cost": 20, "first_call": 45, "gemm_table": 60, "train_mlp": 30, "varying_loop": 25,
              "calibrate": 15}
-STARTUP_S = 10  # a child's imports and CUDA context, before its own clock starts
 SECTIONS = {
     "host_cost": ("host_cost.py", "gemm-host_cost", (45, 30), 15, 10),
     "first_call": ("first_call.py", "gemm-first_call", (60, 45), 30, 15),
@@ -50,14 +50,8 @@ BUDGETED = {"first_call", "gemm_table", "train_mlp", "varying_loop"}  # take --b
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", help=f"default {RESULTS} (dry runs: /tmp/mymetaops-bench)")
-    parser.add_argument("--budget-s", type=float, default=420.0,
-                        help="all sections together (default 420): the GPU call's limit minus the build")
-    parser.add_argument("--quick", action="store_true", help="smaller budgets and shorter timing windows")
-    parser.add_argument("--only", help="comma-separated: " + ", ".join(SECTIONS) + ", calibrate")
-    parser.add_argument("--no-calibrate", action="store_true")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--dry-run", action="store_true", help="= --device cpu")
+    add_run_all_arguments(parser, 420.0, ", ".join(SECTIONS) + ", calibrate",
+                          extra=[("--no-calibrate", dict(action="store_true"))])
     return parser.parse_args(argv)
 
 
@@ -73,55 +67,20 @@ def section_command(name, args, prefix, budget):
     return cmd
 
 
-def run_section(name, cmd, timeout, env):
-    print(f"\n=== {name}: {' '.join(cmd[1:])} (limit {timeout:.0f} s)", flush=True)
-    start = time.monotonic()
-    try:
-        rc = subprocess.run(cmd, env=env, timeout=timeout).returncode
-        status = "ok" if rc == 0 else f"exit {rc}"
-    except subprocess.TimeoutExpired:
-        status = f"killed after {timeout:.0f} s"
-    return status, time.monotonic() - start
-
-
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     started = time.monotonic()
     device = device_of(args)  # dry run: cpu, TRITON_INTERPRET=1 for the children too
     meta = run_meta(device)
     env = dict(os.environ)
-    names = args.only.split(",") if args.only else [*SECTIONS, "calibrate"]
-    unknown = set(names) - set(SECTIONS) - {"calibrate"}
-    if unknown:
-        raise SystemExit(f"unknown sections {sorted(unknown)}")
+    names = chosen_sections(args.only, [*SECTIONS, "calibrate"])
     if args.no_calibrate and "calibrate" in names:
         names.remove("calibrate")
-    out_dir = Path(args.out_dir) if args.out_dir else default_prefix(meta, "x").parent
-    out_dir.mkdir(parents=True, exist_ok=True)
+    prefix = prefixes_in(args, meta)
 
-    def prefix(suffix):
-        return out_dir / default_prefix(meta, suffix).name
-
-    results = {}
     order = [n for n in [*SECTIONS, "calibrate"] if n in names]
-    for i, name in enumerate(order):
-        if name == "calibrate":
-            continue
-        _, suffix, budgets, margin, minimum = SECTIONS[name]
-        left = args.budget_s - (time.monotonic() - started)
-        later = sum(RESERVE_S[n] for n in order[i + 1:])
-        budget = min(budgets[1] if args.quick else budgets[0], left - later - STARTUP_S)
-        if budget < minimum:
-            results[name] = dict(status=f"skipped: {left:.0f} s left of --budget-s", elapsed_s=0.0, checks=[])
-            continue
-        p = prefix(suffix)
-        status, elapsed = run_section(name, section_command(name, args, p, budget), budget + margin, env)
-        checks = []
-        try:
-            checks = json.loads(Path(f"{p}.json").read_text()).get("checks", [])
-        except (OSError, ValueError) as e:
-            status += f"; no report ({type(e).__name__})"
-        results[name] = dict(status=status, elapsed_s=elapsed, checks=checks, prefix=str(p))
+    results = run_sections(order, SECTIONS, RESERVE_S, args, started,
+                           lambda name, p, budget: section_command(name, args, p, budget), prefix, env)
     if "calibrate" in names:
         table = Path(f"{prefix('gemm')}.json")
         if table.exists():
@@ -131,7 +90,6 @@ def main(argv=None):
             try:
                 fit = json.loads(Path(f"{prefix('gemm-calibration')}.json").read_text())
                 if fit.get("median_abs_log_err_before") is not None:
-                    from gemm_harness import check
                     checks = [check("model: median abs(log(predicted / measured)), current constants",
                                     fit["median_abs_log_err_before"], None, True, "{:.3f}"),
                               check("model: the same after calibrate.py's fit", fit["median_abs_log_err_after"],
@@ -147,18 +105,12 @@ def main(argv=None):
         else:
             results["calibrate"] = dict(status="skipped: no gemm table", elapsed_s=0.0, checks=[])
 
-    lines = [f"# GEMM family benchmarks on {meta_line(meta)} ({time.monotonic() - started:.0f} s)", "",
-             "| section | status | seconds | report |", "|---|---|---|---|"]
-    for name, r in results.items():
-        lines.append(f"| {name} | {r['status']} | {r['elapsed_s']:.0f} | {Path(r['prefix']).name + '.md' if r.get('prefix') else ''} |")
+    lines = [f"# GEMM family benchmarks on {meta_line(meta)} ({time.monotonic() - started:.0f} s)", ""]
+    lines += sections_table(results)
     all_checks = [c for r in results.values() for c in r["checks"]]
     lines += [""] + checks_markdown(all_checks)
-    text = "\n".join(lines) + "\n"
-    summary = Path(f"{prefix('gemm-summary')}.md")
-    summary.write_text(text)
-    print(f"\nwritten: {summary}\n")
-    print(text, end="", flush=True)
-    return 0 if all(r["status"] == "ok" or r["status"].startswith("skipped") for r in results.values()) else 1
+    write_summary(prefix("gemm-summary"), "\n".join(lines) + "\n")
+    return 0 if sections_passed(results) else 1
 
 
 if __name__ == "__main__":

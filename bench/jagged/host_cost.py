@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jagged_harness import (ALL_OPS, SHORT, add_device_arguments, check, checks_markdown, gpu_check,  # noqa: E402
-                            interleaved_medians, make_case, meta_line, primary, report_main, short_error, specs,
-                            sync_free)
+                            make_case, meta_line, primary, report_main, short_error, specs)
+from bench_common import host_cost_rows_markdown, no_sync_checks, sync_free, time_host_calls  # noqa: E402
 import torch  # noqa: E402
 
 import mymetaops  # noqa: E402
@@ -134,18 +134,8 @@ def sync_checks(device) -> dict:
 
 def run(args, device, prefix, meta):
     calls_n, reps = (20, 3) if args.dry_run else (args.calls, args.reps)
-    fns = calls(device)
-    errors = {}
-    for name, fn in list(fns.items()):  # a failing row is reported, the others still run
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001
-            errors[name] = short_error(e)
-            del fns[name]
-    seconds = interleaved_medians(fns, calls_n, reps, device, warmup=3 if args.dry_run else 100)
+    seconds, rows = time_host_calls(calls(device), calls_n, reps, device, warmup=3 if args.dry_run else 100)
     mymetaops.check_errors()
-    rows = [dict(call=name, us=s * 1e6, error=None) for name, s in seconds.items()]
-    rows += [dict(call=name, us=None, error=e) for name, e in errors.items()]
     checks, ratios = [], {}
     gpu = device.type == "cuda"
     for ours, theirs, bound in PAIRS:
@@ -164,9 +154,7 @@ def run(args, device, prefix, meta):
     except Exception as e:  # noqa: BLE001  (an op failing outside the sync check: reported)
         sync = {"every op forward+backward": f"FAIL: {short_error(e)}"}
     mymetaops.check_errors()
-    for what, verdict in sync.items():
-        checks.append(dict(name=f"no host sync: {what}", value=verdict, shown=verdict, required="pass",
-                           passed=None if verdict.startswith("n/a") else verdict == "pass"))
+    checks += no_sync_checks(sync)
     return dict(name=NAME, shape=list(SHAPE), bmm_dim=BMM_D, calls=calls_n, reps=reps, rows=rows, sync_debug=sync,
                 checks=checks)
 
@@ -175,12 +163,8 @@ def markdown(meta, result) -> str:
     b, l, d = result["shape"]
     lines = [f"# Jagged family host cost per call on {meta_line(meta)}", ""] + checks_markdown(result["checks"])
     lines += ["", f"## Host cost per call (B = {b}, max_L = {l}, D = {d}, bmm D = N = {result['bmm_dim']}; bf16, "
-                  f"int64 offsets; median of {result['reps']} x {result['calls']} back-to-back calls, rows in turns)", "",
-              "| call | us/call | x torch counterpart |", "|---|---|---|"]
-    for r in result["rows"]:
-        shown = f"{r['us']:.1f}" if r["us"] is not None else f"ERROR {r['error']}"
-        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"
-        lines.append(f"| {r['call']} | {shown} | {ratio} |")
+                  f"int64 offsets; median of {result['reps']} x {result['calls']} back-to-back calls, rows in turns)", ""]
+    lines += host_cost_rows_markdown(result["rows"])
     return "\n".join(lines) + "\n"
 
 

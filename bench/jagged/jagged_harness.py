@@ -35,37 +35,29 @@ a lower share of the copy ceiling.
 """
 from __future__ import annotations
 
-import argparse
-import datetime
 import functools
-import inspect
-import json
 import math
-import os
-import platform
-import statistics
 import sys
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-RESULTS = REPO / "bench" / "results"
 for _p in (str(HERE), str(REPO), str(REPO / "bench")):  # this folder's modules, this checkout's mymetaops
     if _p not in sys.path:                                  # and bench_common, from anywhere
         sys.path.insert(0, _p)
 
 import torch  # noqa: E402
-from bench_common import git_revision, interleaved_medians, sync, wall_per_iteration  # noqa: E402,F401
+from bench_common import (DRY_RUN_HARDWARE, add_device_arguments, checks_markdown, cuda_usable,  # noqa: E402,F401
+                          hardware, median_us, meta_line, short_error, sync, write_report)
+from bench_common import check as plain_check, close_report, open_report  # noqa: E402
 
 # Measured ceilings (the issue's numbers, H200, torch 2.11): a torch copy 4.27 TB/s, bf16 torch.mm
 # about 770 TFLOP/s at 8192^3. Each run also measures both (a copy of each case's bytes, an 8192^3
 # mm) and reports them beside.
 COPY_CEILING_TBPS = {"H200": 4.27}
 BF16_CEILING_TFLOPS = {"H200": 770.0}
-DRY_RUN_HARDWARE = "H200"  # the CPU has no GPU to detect: decisions and predictions are for this one
 BF16 = torch.bfloat16
 # max |ours - anchor| / max |anchor| over every output and gradient: both sides round to bf16 once
 # (2 x 2^-9 of the largest element), and softmax's backward cancels (y * (g - sum g y)); a wrong
@@ -93,132 +85,23 @@ SHORT = {"jagged_to_padded_dense": "to_padded", "dense_to_jagged": "to_jagged",
          "jagged_jagged_bmm": "jagged_bmm", "jagged_index_select": "index_select"}
 
 
-# --- device, timer, metadata, reports (as bench/gemm/gemm_harness.py) --------------------------------
-
-def add_device_arguments(parser) -> None:
-    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (a plumbing check)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="= --device cpu: tiny shapes, CPU kernels, fake timings (numbers mean nothing)")
-
-
-def device_of(args) -> torch.device:
-    if args.dry_run:
-        args.device = "cpu"
-    device = torch.device(args.device)
-    if device.type == "cpu":
-        # Before any Triton kernel is defined: on the CPU, Triton runs in its interpreter.
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        # One intra-op thread: on a small shared CPU, waking a pool costs milliseconds per call
-        # (torch.softmax on [4, 8, 16]: 16 ms with 2 threads, 4 us with 1), and tiny shapes need none.
-        torch.set_num_threads(1)
-        args.dry_run = True
-    elif device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    return device
-
-
-@functools.cache
-def _do_bench():
-    from triton.testing import do_bench
-    params = inspect.signature(do_bench).parameters
-    return do_bench, "return_mode" in params, "quantiles" in params
-
-
-def median_us(fn, device: torch.device, warmup_ms: float = 10, rep_ms: float = 30) -> float:
-    """GPU: triton.testing.do_bench's median (CUDA events, L2 flushed before each call), in us.
-    CPU (dry runs): the median wall time of 3 calls."""
-    if device.type == "cuda":
-        do_bench, has_mode, has_quantiles = _do_bench()
-        if has_mode:
-            ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
-        elif has_quantiles:
-            ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5])
-        else:
-            ms = do_bench(fn, warmup=warmup_ms, rep=rep_ms)
-        if isinstance(ms, (list, tuple)):
-            ms = ms[0]
-        return float(ms) * 1e3
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
-
-
-def hardware(device: torch.device):
-    from mymetaops import model
-    if device.type == "cuda":
-        return model.detect_hardware(device)
-    return model.get_hardware(DRY_RUN_HARDWARE)
-
-
-def run_meta(device: torch.device) -> dict:
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    if device.type == "cuda":
-        gpu, hw = torch.cuda.get_device_name(device), hardware(device).name
-    else:
-        gpu, hw = f"CPU {platform.machine()} (dry run: numbers mean nothing)", DRY_RUN_HARDWARE
-    return dict(date=datetime.date.today().isoformat(), gpu=gpu, hardware=hw, torch=torch.__version__,
-                cuda=torch.version.cuda, hip=getattr(torch.version, "hip", None), triton=triton_version,
-                python=platform.python_version(), revision=git_revision())
-
-
-def meta_line(meta: dict) -> str:
-    return (f"{meta['gpu']}, {meta['date']}; torch {meta['torch']}, CUDA {meta['cuda']}, triton {meta['triton']}, "
-            f"Python {meta['python']}; revision {meta['revision']}")
-
-
-def gpu_slug(meta: dict) -> str:
-    name = "CPU-dry-run" if meta["gpu"].startswith("CPU") else meta["gpu"].split(" (")[0]
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-
-
-def default_prefix(meta: dict, what: str) -> Path:
-    """bench/results/<date>-<gpu>-<what> (dry runs: under /tmp, never among the recorded results)."""
-    base = RESULTS if not meta["gpu"].startswith("CPU") else Path(os.environ.get("TMPDIR", "/tmp")) / "mymetaops-bench"
-    return base / f"{meta['date']}-{gpu_slug(meta)}-{what}"
-
-
-def write_report(prefix: Path, meta: dict, result: dict, text: str) -> None:
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{prefix}.json").write_text(json.dumps(dict(meta, **result), indent=1, default=str))
-    Path(f"{prefix}.md").write_text(text)
-
+# --- reports (the shared pieces: bench/bench_common.py) ------------------------------------------------
 
 def report_main(argv, doc: str, add_arguments, run, markdown, what: str) -> int:
     """A benchmark script's main: parse its arguments, run it, and write <prefix>.json and .md
     (prefix: --out, else default_prefix(meta, what)). run(args, device, prefix, meta) may write
-    partial reports itself; the final one is written here. Exit 1 if the run was aborted."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    device = device_of(args)
-    meta = run_meta(device)
-    prefix = Path(args.out) if args.out else default_prefix(meta, what)
+    partial reports itself; the final one is written here. Exit 1 if the run was aborted. On the
+    CPU, one intra-op thread: waking a pool costs milliseconds per call on a small shared CPU
+    (torch.softmax on [4, 8, 16]: 16 ms with 2 threads, 4 us with 1), and tiny shapes need none."""
+    args, device, meta, prefix = open_report(argv, doc, add_arguments, what, cpu_threads=1)
     result = run(args, device, prefix, meta)
-    text = markdown(meta, result)
-    write_report(prefix, meta, result, text)
-    print(text)
-    print(f"written: {prefix}.json, {prefix}.md")
+    close_report(prefix, meta, result, markdown(meta, result))
     return 1 if result.get("aborted") else 0
 
 
 def check(name: str, value, bound, at_most: bool, fmt: str = "{:.2f}") -> dict:
-    """An acceptance check: `value` <= bound (at_most) or >= bound; bound None: reported only."""
-    if value is None:
-        return dict(name=name, value=None, shown="n/a", required="" if bound is None else
-                    ("<= " if at_most else ">= ") + fmt.format(bound), passed=None if bound is None else False)
-    shown = fmt.format(value)
-    if bound is None:
-        return dict(name=name, value=value, shown=shown, required="(reported)", passed=None)
-    passed = value <= bound if at_most else value >= bound
-    return dict(name=name, value=value, shown=shown, required=("<= " if at_most else ">= ") + fmt.format(bound),
-                passed=bool(passed))
+    """bench_common.check, a missing value failing its bound."""
+    return plain_check(name, value, bound, at_most, fmt, missing_fails=True)
 
 
 def gpu_check(name: str, value, bound, at_most: bool, gpu: bool, fmt: str = "{:.2f}") -> dict:
@@ -230,57 +113,8 @@ def gpu_check(name: str, value, bound, at_most: bool, gpu: bool, fmt: str = "{:.
     return c
 
 
-def checks_markdown(checks: list[dict]) -> list[str]:
-    lines = ["| check | measured | required | |", "|---|---|---|---|"]
-    for c in checks:
-        verdict = {True: "PASS", False: "FAIL", None: ""}[c["passed"]]
-        lines.append(f"| {c['name']} | {c['shown']} | {c['required']} | {verdict} |")
-    return lines
-
-
-def geomean(values) -> float | None:
-    values = [v for v in values if v is not None and v > 0]
-    if not values:
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def short_error(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:200] if text else ''}"
-
-
-def cuda_usable(device: torch.device) -> str:
-    """'' when the device still works after an error, else why not (a sticky CUDA error)."""
-    if device.type != "cuda":
-        return ""
-    try:
-        torch.cuda.synchronize(device)
-        torch.zeros(1, device=device).add_(1).item()
-    except Exception as e:  # noqa: BLE001
-        return short_error(e)
-    return ""
-
-
 def fmt(v, spec="{:.1f}", none="—"):
     return none if v is None else spec.format(v)
-
-
-def sync_free(fn, device) -> str:
-    """'pass' when fn runs under torch.cuda.set_sync_debug_mode("error"), else why not."""
-    if device.type != "cuda":
-        fn()
-        return "n/a (CPU)"
-    torch.cuda.synchronize(device)
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        fn()
-    except RuntimeError as e:
-        return "FAIL: " + str(e).splitlines()[0][:160]
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
-    torch.cuda.synchronize(device)
-    return "pass"
 
 
 # --- jagged batches ---------------------------------------------------------------------------------

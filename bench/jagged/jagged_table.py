@@ -57,6 +57,7 @@ from jagged_harness import (ALL_OPS, BF16, BF16_CEILING_TFLOPS, BMM, CONVERSIONS
                             bmm_dim, case_with, check, checks_markdown, cuda_usable, flops, fmt, gpu_check, hardware,
                             make_case, max_rel_err, median_us, meta_line, moved_bytes, offered_backends, output_shape,
                             predicted_us, primary, report_main, short_error, specs, sync, write_report)
+from bench_common import BudgetExhausted, DeviceLost  # noqa: E402
 import torch  # noqa: E402
 
 from mymetaops import use_backend  # noqa: E402
@@ -67,14 +68,6 @@ COPY_FRACTION = 0.85  # the issue: conversions and elementwise ops at >= 85% of 
 SPEEDUP_BOUND = {"jagged_to_padded_dense": 1.5, "dense_to_jagged": 1.9}  # ours / aten throughput
 BMM_FRACTION = 0.5  # bmm forward >= 50% of the bf16 mm rate
 MM_SIZE, DRY_RUN_MM_SIZE = 8192, 128
-
-
-class BudgetExhausted(Exception):
-    pass
-
-
-class DeviceLost(Exception):
-    pass
 
 
 def add_arguments(parser):

@@ -23,21 +23,20 @@ Outputs: <out-dir>/<date>-<gpu>-jagged.{json,md} (the table), -jagged-host_cost,
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from jagged_harness import RESULTS, checks_markdown, default_prefix, device_of, meta_line, run_meta  # noqa: E402
+from jagged_harness import checks_markdown, meta_line  # noqa: E402
+from bench_common import (add_run_all_arguments, chosen_sections, device_of, prefixes_in, run_meta,  # noqa: E402
+                          run_sections, sections_passed, sections_table, write_summary)
 
 # name: (script, output suffix, budget s (normal, quick), kill margin s, minimum s worth starting)
 # A section's budget is also capped so that the sections after it keep RESERVE_S each.
 RESERVE_S = {"host_cost": 20, "jagged_table": 60, "varying_loop": 25}
-STARTUP_S = 10  # a child's imports and CUDA context, before its own clock starts
 SECTIONS = {
     "host_cost": ("host_cost.py", "jagged-host_cost", (45, 30), 15, 10),
     "jagged_table": ("jagged_table.py", "jagged", (150, 100), 45, 30),
@@ -48,13 +47,7 @@ BUDGETED = {"jagged_table", "varying_loop"}  # take --budget-s themselves
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", help=f"default {RESULTS} (dry runs: /tmp/mymetaops-bench)")
-    parser.add_argument("--budget-s", type=float, default=240.0,
-                        help="all sections together (default 240): the GPU call's limit minus the build")
-    parser.add_argument("--quick", action="store_true", help="smaller budgets and shorter timing windows")
-    parser.add_argument("--only", help="comma-separated: " + ", ".join(SECTIONS))
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--dry-run", action="store_true", help="= --device cpu")
+    add_run_all_arguments(parser, 240.0, ", ".join(SECTIONS))
     return parser.parse_args(argv)
 
 
@@ -72,52 +65,19 @@ def section_command(name, args, prefix, budget):
     return cmd
 
 
-def run_section(name, cmd, timeout, env):
-    print(f"\n=== {name}: {' '.join(cmd[1:])} (limit {timeout:.0f} s)", flush=True)
-    start = time.monotonic()
-    try:
-        rc = subprocess.run(cmd, env=env, timeout=timeout).returncode
-        status = "ok" if rc == 0 else f"exit {rc}"
-    except subprocess.TimeoutExpired:
-        status = f"killed after {timeout:.0f} s"
-    return status, time.monotonic() - start
-
-
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     started = time.monotonic()
     device = device_of(args)  # dry run: cpu, TRITON_INTERPRET=1 for the children too
     meta = run_meta(device)
     env = dict(os.environ)
-    names = args.only.split(",") if args.only else list(SECTIONS)
-    unknown = set(names) - set(SECTIONS)
-    if unknown:
-        raise SystemExit(f"unknown sections {sorted(unknown)}")
-    out_dir = Path(args.out_dir) if args.out_dir else default_prefix(meta, "x").parent
-    out_dir.mkdir(parents=True, exist_ok=True)
+    names = chosen_sections(args.only, list(SECTIONS))
+    prefix = prefixes_in(args, meta)
 
-    def prefix(suffix):
-        return out_dir / default_prefix(meta, suffix).name
-
-    results = {}
     order = [n for n in SECTIONS if n in names]
-    for i, name in enumerate(order):
-        _, suffix, budgets, margin, minimum = SECTIONS[name]
-        left = args.budget_s - (time.monotonic() - started)
-        later = sum(RESERVE_S[n] for n in order[i + 1:])
-        budget = min(budgets[1] if args.quick else budgets[0], left - later - STARTUP_S)
-        if budget < minimum:
-            results[name] = dict(status=f"skipped: {left:.0f} s left of --budget-s", elapsed_s=0.0, checks=[])
-            continue
-        p = prefix(suffix)
-        Path(f"{p}.json").unlink(missing_ok=True)  # a report left by an earlier run is not this run's
-        status, elapsed = run_section(name, section_command(name, args, p, budget), budget + margin, env)
-        checks = []
-        try:
-            checks = json.loads(Path(f"{p}.json").read_text()).get("checks", [])
-        except (OSError, ValueError) as e:
-            status += f"; no report ({type(e).__name__})"
-        results[name] = dict(status=status, elapsed_s=elapsed, checks=checks, prefix=str(p))
+    results = run_sections(order, SECTIONS, RESERVE_S, args, started,
+                           lambda name, p, budget: section_command(name, args, p, budget), prefix, env,
+                           drop_old_reports=True)
 
     all_checks = [c for r in results.values() for c in r["checks"]]
     judged = [c for c in all_checks if c["passed"] is not None]
@@ -126,19 +86,12 @@ def main(argv=None):
     # count of checks passed, and each failed one.
     lines = [f"# Jagged family benchmarks on {meta_line(meta)} ({time.monotonic() - started:.0f} s)", ""]
     lines += checks_markdown(all_checks)
-    lines += ["", "## Summary", "", "| section | status | seconds | report |", "|---|---|---|---|"]
-    for name, r in results.items():
-        lines.append(f"| {name} | {r['status']} | {r['elapsed_s']:.0f} | "
-                     f"{Path(r['prefix']).name + '.md' if r.get('prefix') else ''} |")
+    lines += ["", "## Summary", ""] + sections_table(results)
     lines += ["", f"Checks: {len(judged) - len(failed)} of {len(judged)} judged passed"
                   + (", failed:" if failed else ".")]
     lines += [f"- FAIL {c['name']}: {c['shown']} (required {c['required']})" for c in failed]
-    text = "\n".join(lines) + "\n"
-    summary = Path(f"{prefix('jagged-summary')}.md")
-    summary.write_text(text)
-    print(f"\nwritten: {summary}\n")
-    print(text, end="", flush=True)
-    return 0 if all(r["status"] == "ok" or r["status"].startswith("skipped") for r in results.values()) else 1
+    write_summary(prefix("jagged-summary"), "\n".join(lines) + "\n")
+    return 0 if sections_passed(results) else 1
 
 
 if __name__ == "__main__":
