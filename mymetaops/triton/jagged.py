@@ -91,6 +91,7 @@ import triton
 import triton.language as tl
 
 from mymetaops.configs import TritonGemmConfig, TritonJaggedConfig
+from mymetaops.triton import gemm as gemm_kernels
 from mymetaops.triton.common import (INDEX_OUT_OF_RANGE, OFFSET_PAST_END, check_error_record, grid_chunks, is_pow2,
                                      offset_error, record_error)
 
@@ -557,23 +558,11 @@ def validate_config(config: TritonJaggedConfig) -> None:
 
 
 def validate_bmm_config(config: TritonGemmConfig) -> None:
-    """Raise ValueError unless `config` is a valid TritonGemmConfig for the bmm kernels."""
+    """Raise ValueError unless `config` is a valid TritonGemmConfig for the bmm kernels: the rules
+    of the 16-bit GEMM kernel's configs (mymetaops/triton/gemm.py)."""
     if not isinstance(config, TritonGemmConfig):
         raise ValueError(f"config must be a TritonGemmConfig, got {type(config).__name__}")
-    for name in ("block_m", "block_n"):
-        v = getattr(config, name)
-        if not (is_pow2(v) and 16 <= v <= 256):
-            raise ValueError(f"{name} must be a power of two in [16, 256], got {v}")
-    if not (is_pow2(config.block_k) and 16 <= config.block_k <= 128):
-        raise ValueError(f"block_k must be a power of two in [16, 128], got {config.block_k}")
-    if config.group_m < 1:
-        raise ValueError(f"group_m must be >= 1, got {config.group_m}")
-    if not (is_pow2(config.num_warps) and config.num_warps <= 16):
-        raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {config.num_warps}")
-    if config.num_stages < 1:
-        raise ValueError(f"num_stages must be >= 1, got {config.num_stages}")
-    if config.persistent not in (0, 1):
-        raise ValueError(f"persistent must be 0 or 1, got {config.persistent}")
+    gemm_kernels.validate_config(config, fp8=False)
 
 
 def _check_index_tensor(t: torch.Tensor, name: str, device: torch.device, min_numel: int = 0) -> None:
