@@ -1,10 +1,10 @@
 // CUDA kernels and launchers of the jagged family's memory-bound ops (semantics and conventions:
 // csrc/include/mymetaops/jagged.h).
 //
-// Row kernels (jagged <-> dense, index_select): a group of `lanes_per_row` lanes owns one output
-// row at a time and moves it VEC bytes per lane per access (a row wider than the group loops over
-// its vectors). The grid has one group per row, up to the grid limits; groups then stride over the
-// rest. Dense outputs are walked by position (b, j), jagged outputs by row, each row finding its
+// Row kernels (jagged <-> dense, index_select): a group of `lanes_per_row` lanes owns output rows
+// and moves them VEC bytes per lane per access (a row wider than the group loops over its vectors).
+// The grid has one group per row (jagged <-> dense: per kRowsInFlight rows, moved together), up to
+// the grid limits; groups then stride over the rest. Dense outputs are walked by position (b, j), jagged outputs by row, each row finding its
 // sequence by a binary search of the offsets (L1-resident: neighbouring groups search alike).
 //
 // Softmax: one block per (sequence, column chunk of lanes * VEC bytes). Its threads stride over
@@ -182,9 +182,25 @@ __device__ __forceinline__ RawVec<VEC> pick(bool pred, const RawVec<VEC>& a, con
   return r;
 }
 
-// kToPaddedDense and kAddDense: output row b * max_length + j is position (b, j). A group steps
-// through its rows by (pass_b, pass_j), so the loop needs no 64-bit division. Positions without a
-// row copy the padding or the dense row bit for bit, as the CPU kernels do.
+// A group moves kRowsInFlight of its rows per step, every load issued before any store: with one
+// row a thread had a single 16-byte load outstanding and the conversions stopped at 79-83% of the
+// copy bandwidth on the H200 (2026-12-01); DRAM wants more bytes in flight than 2048 threads x 16 B.
+constexpr int kRowsInFlight = 2;
+
+// One step of a dense walk: position (b, j) advanced by `rows` rows given as (whole sequences,
+// positions), so the loop needs no 64-bit division.
+__device__ __forceinline__ void advance(int64_t& b, int64_t& j, const DenseParams& p) {
+  b += p.pass_b;
+  j += p.pass_j;
+  if (j >= p.max_length) {
+    j -= p.max_length;
+    ++b;
+  }
+}
+
+// kToPaddedDense and kAddDense: output row b * max_length + j is position (b, j). Group g owns
+// rows g, g + rows_per_pass, g + 2 * rows_per_pass, ... and moves kRowsInFlight of them per step.
+// Positions without a row copy the padding or the dense row bit for bit, as the CPU kernels do.
 template <typename T, typename IndexT, int VEC, bool kAdd>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     jagged_to_dense_kernel(const DenseParams p, int lanes_log2) {
@@ -207,33 +223,46 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   for (int e = 0; e < static_cast<int>(VEC / sizeof(T)); ++e) set_elt<T>(pad, e, p.padding_value);
 #pragma unroll 1
   while (b < p.batch) {  // i.e. row < rows
-    const Seq s = sequence(offsets, b, p.total);
-    const bool has_row = j < s.length;  // and j < max_length: j is a position
-    const char* x_row = p.x + (has_row ? s.start + j : 0) * p.x_row_bytes;
-    char* out_row = p.out + (b * p.max_length + j) * p.out_row_bytes;
-    const char* dense_row =
-        kAdd ? p.dense + b * p.dense_batch_bytes + j * p.dense_row_bytes : nullptr;
+    bool live[kRowsInFlight], has_row[kRowsInFlight];
+    const char* x_row[kRowsInFlight];
+    const char* dense_row[kRowsInFlight];
+    char* out_row[kRowsInFlight];
+#pragma unroll
+    for (int k = 0; k < kRowsInFlight; ++k) {
+      if (k > 0) advance(b, j, p);
+      live[k] = b < p.batch;
+      const Seq s = live[k] ? sequence(offsets, b, p.total) : Seq{0, 0};
+      has_row[k] = j < s.length;  // and j < max_length: j is a position
+      x_row[k] = p.x + (has_row[k] ? s.start + j : 0) * p.x_row_bytes;
+      out_row[k] = p.out + (b * p.max_length + j) * p.out_row_bytes;
+      dense_row[k] = kAdd ? p.dense + b * p.dense_batch_bytes + j * p.dense_row_bytes : nullptr;
+    }
+    advance(b, j, p);
 #pragma unroll 1
     for (int v = lane; v < p.dim_vecs; v += lanes) {
       const int64_t col = static_cast<int64_t>(v) * VEC;
-      const RawVec<VEC> x = load_streaming<VEC>(x_row + col, has_row);
-      if constexpr (kAdd) {
-        const RawVec<VEC> d = load_streaming<VEC>(dense_row + col, true);
-        store_vec<VEC>(out_row + col, pick(has_row, combine<T>(x, d, Add{}), d));
-      } else {
-        store_vec<VEC>(out_row + col, pick(has_row, x, pad));
+      RawVec<VEC> x[kRowsInFlight], d[kRowsInFlight];
+#pragma unroll
+      for (int k = 0; k < kRowsInFlight; ++k) {
+        x[k] = load_streaming<VEC>(x_row[k] + col, has_row[k]);
+        if constexpr (kAdd) d[k] = load_streaming<VEC>(dense_row[k] + col, live[k]);
       }
-    }
-    b += p.pass_b;
-    j += p.pass_j;
-    if (j >= p.max_length) {
-      j -= p.max_length;
-      ++b;
+#pragma unroll
+      for (int k = 0; k < kRowsInFlight; ++k) {
+        if (!live[k]) continue;
+        if constexpr (kAdd) {
+          store_vec<VEC>(out_row[k] + col, pick(has_row[k], combine<T>(x[k], d[k], Add{}), d[k]));
+        } else {
+          store_vec<VEC>(out_row[k] + col, pick(has_row[k], x[k], pad));
+        }
+      }
     }
   }
 }
 
-// kToJagged, kAddJagged and kMul: output row r, at position (b, r - start) if it has one.
+// kToJagged, kAddJagged and kMul: output row r, at position (b, r - start) if it has one. Group g
+// owns rows g, g + rows_per_pass, ... and moves kRowsInFlight of them per step (their searches
+// and loads overlap).
 template <typename T, typename IndexT, int VEC, JaggedDenseOp kOp>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     dense_to_jagged_kernel(const DenseParams p, int lanes_log2) {
@@ -243,31 +272,52 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   const int lanes = 1 << lanes_log2;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
 #pragma unroll 1
-  for (int64_t r = group_in_grid(lanes_log2); r < p.rows; r += p.rows_per_pass) {
-    const int64_t b = last_start_at_or_before(offsets, p.batch, r);
-    int64_t dense_offset = 0;
-    bool has_pos = false;
-    if (b >= 0) {
-      const Seq s = sequence(offsets, b, p.total);
-      const int64_t j = r - s.start;  // >= 0: the search found offsets[b] <= r
-      has_pos = j < min(s.length, p.max_length);
-      dense_offset = has_pos ? b * p.dense_batch_bytes + j * p.dense_row_bytes : 0;
+  for (int64_t r = group_in_grid(lanes_log2); r < p.rows; r += kRowsInFlight * p.rows_per_pass) {
+    bool live[kRowsInFlight], has_pos[kRowsInFlight];
+    const char* dense_row[kRowsInFlight];
+    const char* x_row[kRowsInFlight];
+    char* out_row[kRowsInFlight];
+#pragma unroll
+    for (int k = 0; k < kRowsInFlight; ++k) {
+      const int64_t row = r + k * p.rows_per_pass;
+      live[k] = row < p.rows;
+      const int64_t b = live[k] ? last_start_at_or_before(offsets, p.batch, row) : -1;
+      int64_t dense_offset = 0;
+      has_pos[k] = false;
+      if (b >= 0) {
+        const Seq s = sequence(offsets, b, p.total);
+        const int64_t j = row - s.start;  // >= 0: the search found offsets[b] <= row
+        has_pos[k] = j < min(s.length, p.max_length);
+        dense_offset = has_pos[k] ? b * p.dense_batch_bytes + j * p.dense_row_bytes : 0;
+      }
+      dense_row[k] = p.dense + dense_offset;
+      x_row[k] = p.x + row * p.x_row_bytes;
+      out_row[k] = p.out + row * p.out_row_bytes;
     }
-    const char* dense_row = p.dense + dense_offset;
-    const char* x_row = p.x + r * p.x_row_bytes;
-    char* out_row = p.out + r * p.out_row_bytes;
 #pragma unroll 1
     for (int v = lane; v < p.dim_vecs; v += lanes) {
       const int64_t col = static_cast<int64_t>(v) * VEC;
-      const RawVec<VEC> d = load_streaming<VEC>(dense_row + col, has_pos);  // 0 without position
-      if constexpr (kOp == JaggedDenseOp::kToJagged) {
-        store_vec<VEC>(out_row + col, d);
-      } else if constexpr (kOp == JaggedDenseOp::kAddJagged) {
-        const RawVec<VEC> x = load_streaming<VEC>(x_row + col, true);
-        store_vec<VEC>(out_row + col, pick(has_pos, combine<T>(x, d, Add{}), x));
-      } else {
-        const RawVec<VEC> x = load_streaming<VEC>(x_row + col, has_pos);
-        store_vec<VEC>(out_row + col, pick(has_pos, combine<T>(x, d, Mul{}), RawVec<VEC>{}));
+      RawVec<VEC> d[kRowsInFlight], x[kRowsInFlight];
+#pragma unroll
+      for (int k = 0; k < kRowsInFlight; ++k) {
+        d[k] = load_streaming<VEC>(dense_row[k] + col, has_pos[k]);  // 0 without position
+        if constexpr (kOp == JaggedDenseOp::kAddJagged) {
+          x[k] = load_streaming<VEC>(x_row[k] + col, live[k]);
+        } else if constexpr (kOp == JaggedDenseOp::kMul) {
+          x[k] = load_streaming<VEC>(x_row[k] + col, has_pos[k]);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kRowsInFlight; ++k) {
+        if (!live[k]) continue;
+        if constexpr (kOp == JaggedDenseOp::kToJagged) {
+          store_vec<VEC>(out_row[k] + col, d[k]);
+        } else if constexpr (kOp == JaggedDenseOp::kAddJagged) {
+          store_vec<VEC>(out_row[k] + col, pick(has_pos[k], combine<T>(x[k], d[k], Add{}), x[k]));
+        } else {
+          store_vec<VEC>(out_row[k] + col,
+                         pick(has_pos[k], combine<T>(x[k], d[k], Mul{}), RawVec<VEC>{}));
+        }
       }
     }
   }
@@ -711,7 +761,8 @@ LaunchError launch_jagged_dense(const JaggedDenseArgs& a, const JaggedConfig& c,
   p.errors = a.errors;
   p.error_op = a.error_op;
   if (p.rows == 0 && a.errors == nullptr) return nullptr;
-  const launch::Grid grid = row_grid(p.rows, c);
+  // Each group moves kRowsInFlight rows per step: half the groups.
+  const launch::Grid grid = row_grid((p.rows + kRowsInFlight - 1) / kRowsInFlight, c);
   p.rows_per_pass = grid.items_per_pass;
   p.pass_b = a.max_length > 0 ? p.rows_per_pass / a.max_length : 0;
   p.pass_j = a.max_length > 0 ? p.rows_per_pass % a.max_length : 0;

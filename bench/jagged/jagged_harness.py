@@ -505,9 +505,10 @@ def predicted_us(op: str, direction: str, s: Sizes, hw, backend: str = "auto", n
     return total
 
 
-def offered_backends(op: str, s: Sizes, hw) -> list[str]:
-    """The backends the model has candidates of for the op's forward kernel on this hardware."""
+def offered_backends(op: str, direction: str, s: Sizes, hw) -> list[str]:
+    """The backends the model has candidates of for every kernel of the op's direction on this
+    hardware (a backward may take other kernels than the forward: to_padded's is dense_to_jagged)."""
     from mymetaops import model
-    mop, p = model_problems(op, "fwd", s)[0]
-    d = model.decide(mop, p, hw, "auto", True)
-    return [b for b in ("native", "triton", "vendor") if any(c.backend == b for c in d.candidates)]
+    decisions = [model.decide(mop, p, hw, "auto", True) for mop, p in model_problems(op, direction, s)]
+    return [b for b in ("native", "triton", "vendor")
+            if all(any(c.backend == b for c in d.candidates) for d in decisions)]

@@ -281,8 +281,8 @@ def bench_case(bench: Bench, op: str, index: int, shape, phase: str, summary: di
             bench.measure(base(direction, "ours int32", f"mymetaops.{op}, int32 offsets", index_dtype="int32",
                                predicted=predicted_us(op, direction, c32.sizes, hw, "auto", native, "int32")),
                           make(direction, spec.ours, c32), refs(direction))
-        for backend in offered_backends(op, s, hw):
-            for direction in ("fwd", "bwd"):
+        for direction in ("fwd", "bwd"):
+            for backend in offered_backends(op, direction, s, hw):
                 b = base(direction, f"backend {backend}", f"mymetaops.{op} under use_backend({backend!r})", backend,
                          predicted=predicted_us(op, direction, s, hw, backend, native))
                 if device.type != "cuda":

@@ -4,10 +4,11 @@
 // where a size is left to be read back (dense_to_jagged without total_L, jagged_index_select without
 // num_dense_output_rows). Native kernels go through the torch-free launcher ABI
 // (mymetaops/jagged.h: cuda/ or hip/); Triton candidates through their Python launchers; the vendor
-// candidates are aten's jagged conversions (and pad + bmm for the bmm ops).
+// candidates are aten's jagged_to_padded_dense and, for the bmm ops, pad + torch.bmm (+ back to
+// jagged) with this family's conversions. aten's dense_to_jagged is none: it leaves the rows no
+// sequence covers unwritten.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/_jagged_to_padded_dense_forward.h>
-#include <ATen/ops/_padded_dense_to_jagged_forward.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
@@ -193,9 +194,7 @@ at::Tensor dense_to_jagged_cuda(const at::Tensor& dense_in, at::TensorList offse
   const int64_t dim = dense.size(-1);
   DenseCall c{JaggedDenseOp::kToJagged, ErrorOp::kDenseToJagged, offsets, at::Tensor(), dense,
               at::empty({total, dim}, dense.options()), dense.size(1), total};
-  const Decision d = decide_dense(kToJagged, c);
-  const at::Tensor out = d.backend == Backend::kVendor ? at::_padded_dense_to_jagged_forward(dense, {offsets}, total)
-                                                      : run_dense(kToJagged, c, d);
+  const at::Tensor out = run_dense(kToJagged, c, decide_dense(kToJagged, c));
   return has_inner ? out : out.squeeze(-1);
 }
 
@@ -363,8 +362,11 @@ at::Tensor index_select_backward_cuda(const at::Tensor& grad, const at::Tensor& 
 
 // ---- bmm -------------------------------------------------------------------------------------
 
+// The conversions of the pad + torch.bmm path: this family's (aten's dense_to_jagged leaves rows
+// unwritten; its jagged_to_padded_dense fails past 2^31 elements).
 at::Tensor padded(const at::Tensor& values, const at::Tensor& offsets, int64_t max_L) {
-  return at::_jagged_to_padded_dense_forward(values, {offsets}, {max_L}, 0.0);
+  const c10::SymInt length(max_L);
+  return to_padded_dense_cuda(values, {offsets}, {length}, 0.0);
 }
 
 at::Tensor dense_bmm_cuda(const at::Tensor& x, const at::Tensor& offsets_in, const at::Tensor& y, int64_t max_L) {
@@ -376,7 +378,7 @@ at::Tensor dense_bmm_cuda(const at::Tensor& x, const at::Tensor& offsets_in, con
                 alignment({&x, &y})};
   const Decision d = decide(kDenseBmm, x.device(), s);
   if (d.backend == Backend::kVendor) {
-    return at::_padded_dense_to_jagged_forward(at::bmm(padded(x, offsets, max_L), y), {offsets}, x.size(0));
+    return dense_to_jagged_cuda(at::bmm(padded(x, offsets, max_L), y), {offsets}, c10::SymInt(x.size(0)));
   }
   TORCH_CHECK(d.backend == Backend::kTriton, kDenseBmm, ": no native jagged bmm kernel yet");
   at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());

@@ -4,8 +4,10 @@ hip/jagged.hip, mymetaops/triton/jagged.py and, where torch has one, the aten op
 Two kinds of kernels. The conversions, the elementwise ops, softmax and index_select stream rows:
 count the bytes that must move (read + written), turn them into time with the achievable DRAM
 bandwidth, derated when too few bytes are in flight (Little's law over the resident threads) and
-when a row's width is not a multiple of what a group of lanes moves; a kernel writing a jagged
-output also pays, per row, a binary search of the offsets (a chain of dependent L2 reads). The two
+when a row's width is not a multiple of what a group of lanes moves or a group's piece of a row is
+narrower than a cache line; a kernel writing a jagged output also pays, per row, a binary search
+of the offsets (a chain of dependent L2 reads), hidden behind the other groups' loads unless it
+takes longer than they do. The two
 bmm ops are GEMMs over sequences: mymetaops.model.gemm's tile estimate, over M padded to whole tiles
 per sequence (a tile does not span two sequences).
 
@@ -52,7 +54,12 @@ JAGGED_OUTPUT = (TO_JAGGED, ADD_JAGGED, MUL)  # rows find their sequence by a bi
 NATIVE_BLOCK_THREADS = 256  # [A] as embedding_bag's (128-512 ran within 2% there)
 NATIVE_VEC_BYTES = (16, 8, 4, 2)
 LOADS_IN_FLIGHT = 2  # [A] independent vector loads a thread keeps outstanding (x and dense / unrolled rows)
-ROW_OVERHEAD_NS = {"native": 0.0, "triton": 0.0}  # [A] per-row cost beyond its bytes: none modelled yet
+# Share of the bandwidth left when a group of lanes moves `chunk` bytes of a row per step (vec x
+# lanes) and its warp's access is that many separate pieces: [M] H200 2026-12-01, the jagged-output
+# kernel at 16 B x 1 lane (16 B chunks) ran at 0.14 of the same kernel covering its 256-512 B rows
+# in one step, at 16 B x 2 lanes (32 B) at 0.45; [A] 64 B between those and 128 B; 128 B or more
+# (a whole line per group step) is the reference.
+CHUNK_EFFICIENCY = ((128, 1.0), (64, 0.7), (32, 0.45), (16, 0.14), (0, 0.1))
 TRITON_EFFICIENCY = 0.85  # [A] share of the native kernel's bandwidth a Triton tile reaches
 # mymetaops/triton/jagged.py's suggested configs (the model must not import Triton; tests/jagged
 # checks the two agree): (block_rows, block_d, num_warps).
@@ -62,7 +69,11 @@ TRITON_CONFIGS = {
 }
 SEARCH_STEP_NS = 1.0  # [A] one dependent L2 read of a binary search, amortized over the lanes of a row
 # The aten ops a user would call otherwise (one jagged dimension; torch's CUDA/ROCm kernels).
-VENDOR_OPS = {TO_PADDED: "aten._jagged_to_padded_dense_forward", TO_JAGGED: "aten._padded_dense_to_jagged_forward"}
+VENDOR_OPS = {TO_PADDED: "aten._jagged_to_padded_dense_forward"}
+# Not a candidate: it writes no value to the jagged rows no sequence covers (before offsets[0], from
+# offsets[B] on), which FBGEMM's dense_to_jagged sets to 0 (seen on the H200: garbage in those rows).
+ATEN_TO_JAGGED_NOTE = ("aten._padded_dense_to_jagged_forward leaves the rows outside offsets[0]..offsets[B] "
+                       "unwritten (FBGEMM's semantics zero them), so it is no candidate")
 VENDOR_EFFICIENCY = 0.5  # [A] DESIGN.md: aten._jagged_to_padded_dense_forward reaches 1.7-2.3 TB/s (0.4-0.55 of copy)
 
 # --- bmm --------------------------------------------------------------------------------------------
@@ -159,21 +170,23 @@ def _stream_estimate(p: JaggedProblem, hw: HardwareSpec, vec: int, lanes: int, b
         return Estimate(max(host, launch), "launch", f"{what}: nothing to move", 1.0, 0, 1)
     chunk = vec * lanes  # bytes a group of lanes moves per step
     waste = p.row_bytes / (math.ceil(p.row_bytes / chunk) * chunk)  # lanes idle past a row's end
+    coalesced = next(e for size, e in CHUNK_EFFICIENCY if min(chunk, p.row_bytes) >= size)
     threads = hw.sm_count * min(hw.max_threads_per_sm, hw.max_blocks_per_sm * block_threads)
     threads = min(threads, rows * lanes)  # no more threads than rows to give them
     in_flight = threads * vec * LOADS_IN_FLIGHT * waste
     needed = hw.achievable_hbm_tbps * 1e3 * hw.mem_latency_ns  # bytes in flight that saturate DRAM
     margin = in_flight / needed
-    bandwidth = hw.achievable_hbm_tbps * 1e6 * efficiency * min(1.0, margin) * waste  # bytes per us
+    bandwidth = hw.achievable_hbm_tbps * 1e6 * efficiency * min(1.0, margin) * waste * coalesced  # bytes per us
     bytes_us = bytes_ / bandwidth
     search_us = 0.0
     if p.op in JAGGED_OUTPUT:
         steps = math.ceil(math.log2(p.batch + 1)) if p.batch else 0
         search_us = rows * steps * SEARCH_STEP_NS * 1e-3 / max(1.0, threads / lanes / 32)
-    body = bytes_us + search_us
+    body = max(bytes_us, search_us)  # [A] a group's search overlaps the other groups' loads
     device = launch + body
     detail = (f"{what}: {bytes_ / 1e6:.1f} MB at {bandwidth / 1e6:.2f} TB/s ({vec} B x {lanes} lanes per row step, "
-              f"{waste:.0%} of lanes busy, {min(margin, 9.99):.2f}x the bytes in flight DRAM needs)"
+              f"{waste:.0%} of lanes busy, {min(margin, 9.99):.2f}x the bytes in flight DRAM needs"
+              + (f", {coalesced:.0%} of the bandwidth with {chunk} B pieces" if coalesced < 1 else "") + ")"
               + (f", {search_us:.1f} us of offset searches" if search_us else ""))
     bound = "memory" if bytes_us >= search_us else "latency"
     return Estimate(max(host, device), bound, detail, margin, 0, math.ceil(p.row_bytes / chunk))
@@ -263,7 +276,8 @@ def bmm_vendor_estimate(p: JaggedProblem, hw: HardwareSpec) -> Estimate:
         pads = [JaggedProblem(TO_PADDED, p.batch, p.max_length, p.total, p.dim, dtype=p.dtype),
                 JaggedProblem(TO_PADDED, p.batch, p.max_length, p.total, p.n, dtype=p.dtype)]
     mm = gemm_model.vendor_estimate(g, hw)
-    steps = [next(vendor_candidates(q, hw))[1] for q in pads]
+    # The conversions are this family's own (csrc/jagged/jagged_gpu.cpp): their best native estimate.
+    steps = [min((e for _, e in native_candidates(q, hw)), key=lambda e: e.time_us) for q in pads]
     total = mm.time_us + sum(s.time_us for s in steps)
     return Estimate(total, mm.bound, f"{PaddedBmmConfig.op}: bmm {mm.time_us:.1f} us + conversions "
                     f"{sum(s.time_us for s in steps):.1f} us", 1.0, 0, 1)
@@ -377,6 +391,8 @@ class JaggedFamily(Family):
     def missing_backend_note(self, op, backend):
         if backend == "native" and op in BMM_OPS:
             return "no native jagged bmm kernel yet (Triton grouped tiles and pad + torch.bmm are the candidates)"
+        if backend == "vendor" and op == TO_JAGGED:
+            return ATEN_TO_JAGGED_NOTE
         if backend == "vendor" and op not in VENDOR_OPS and op not in BMM_OPS:
             return "torch has no kernel of this jagged op"
         return ""

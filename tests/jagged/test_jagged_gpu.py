@@ -46,6 +46,13 @@ cases = dict(batch=st.sampled_from((1, 3, 17)), max_length=st.sampled_from((1, 5
              offsets_dtype=st.sampled_from((torch.int32, torch.int64)))
 
 
+def _cpu(arg):
+    """A tensor, or a list of tensors and ints, on the CPU."""
+    if isinstance(arg, list):
+        return [_cpu(a) for a in arg]
+    return arg.cpu() if isinstance(arg, torch.Tensor) else arg
+
+
 @gpu
 @given(**cases)
 def test_conversions_and_elementwise_every_backend(batch, max_length, dim, dtype, offsets_dtype):
@@ -64,8 +71,7 @@ def test_conversions_and_elementwise_every_backend(batch, max_length, dim, dtype
             lambda: ops.jagged_dense_elementwise_mul_forward(values, [offsets], y), (values, [offsets], y)),
     }
     for op, (call, args) in calls.items():
-        want = getattr(ops, op)(*[a.cpu() if isinstance(a, torch.Tensor) else
-                                  [t.cpu() for t in a] if isinstance(a, list) else a for a in args],
+        want = getattr(ops, op)(*[_cpu(a) for a in args],
                                 *([-1.0] if op == "jagged_to_padded_dense" else []))
         for backend in _backends(op, *args):
             with mymetaops.use_backend(backend):
@@ -98,6 +104,31 @@ def test_bmm_every_backend(batch, max_length, dim, dtype, offsets_dtype):
         with mymetaops.use_backend(backend):
             _close(ops.jagged_dense_bmm_forward(x, offsets, y, max_length), want, BMM_RTOL[dtype])
             _close(ops.jagged_jagged_bmm(x, yv, offsets, max_length), want_jj, BMM_RTOL[dtype])
+
+
+@gpu
+@pytest.mark.parametrize("max_length", [0, 2, 5])
+def test_rows_without_a_position_are_zero_on_every_backend(max_length):
+    """Jagged outputs: rows no sequence covers (before offsets[0], from offsets[B] on) and rows
+    past max_length get 0 (dense_to_jagged, jagged_dense_bmm) on every backend, in memory
+    poisoned with NaN first (aten's dense_to_jagged left such rows unwritten: the pad + bmm path
+    returned garbage there)."""
+    offsets = torch.tensor([2, 4, 8], device="cuda")  # rows 0-1 and 8-10 uncovered; lengths 2 and 4
+    x = torch.randn(11, 4, device="cuda")
+    y = torch.randn(2, 4, 5, device="cuda")
+    dense = torch.randn(2, max_length, 5, device="cuda")
+    want = ops.jagged_dense_bmm_forward(x.cpu(), offsets.cpu(), y.cpu(), max_length)
+    want_rows = ops.dense_to_jagged_forward(dense.cpu(), [offsets.cpu()], 11)
+    for backend in _backends("jagged_dense_bmm_forward", x, offsets, y, max_length):
+        torch.full((64, 64), float("nan"), device="cuda")  # freed: the outputs reuse its block
+        with mymetaops.use_backend(backend):
+            got = ops.jagged_dense_bmm_forward(x, offsets, y, max_length)
+        _close(got, want, BMM_RTOL[torch.float32])
+    for backend in _backends("dense_to_jagged_forward", dense, [offsets], 11):
+        torch.full((64, 64), float("nan"), device="cuda")
+        with mymetaops.use_backend(backend):
+            got = ops.dense_to_jagged_forward(dense, [offsets], 11)
+        _close(got, want_rows, RTOL[torch.float32])
 
 
 @gpu
