@@ -138,7 +138,7 @@ def load(path: Path):
         if r["backend"] == "native":
             group = ("native", config.name)
         elif r["backend"] == "triton":
-            group = ("triton", (hw.vendor, "fp8" if problem.input == "fp8" else "16bit"))
+            group = ("triton", gm.triton_cost_key(problem, hw))
         else:
             group = ("vendor", f"scaled_mm_{problem.scaling}" if problem.input == "fp8" else "mm")
         row = Row(group, r["op"], problem, r["backend"], config, r["time_us"], r["shape_index"],

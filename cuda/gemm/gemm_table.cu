@@ -56,6 +56,8 @@ constexpr Row kRows[] = {
     // Appended: a row's index is its id in recorded benchmark results.
     {"fp8_swapped_64x128x128_pingpong", GemmInput::kFp8, kFp8SmallNSwapped, kPersistent, kDP, 1,
      &fp8_instance<kFp8SmallNSwapped>, nullptr, nullptr},
+    {"fp8_64x32x256_pingpong", GemmInput::kFp8, kFp8Tiny, kPersistent, kDP, 1,
+     &fp8_instance<kFp8Tiny>, nullptr, nullptr},
 };
 constexpr int32_t kNumRows = static_cast<int32_t>(sizeof(kRows) / sizeof(kRows[0]));
 

@@ -312,10 +312,24 @@ def native_candidates(p0: GemmProblem, hw: HardwareSpec):
                                  fixup_in_kernel=hw.vendor == "nvidia", l2_efficiency=turned))
 
 
+# mymetaops/triton/gemm.py's load-path rule: its FP8 kernel on NVIDIA loads through host-side TMA
+# descriptors from this many multiply-adds on (they cost host time per launch), pointers below.
+TRITON_FP8_TMA_MIN_MACS = 1 << 35
+
+
+def triton_cost_key(p: GemmProblem, hw: HardwareSpec) -> tuple[str, str]:
+    """The TRITON_COST entry of a problem: by input kind, and for FP8 on NVIDIA by load path."""
+    if p.input != "fp8":
+        return hw.vendor, "16bit"
+    if hw.vendor == "nvidia" and p.m * p.n * p.k >= TRITON_FP8_TMA_MIN_MACS:
+        return hw.vendor, "fp8_tma"
+    return hw.vendor, "fp8"
+
+
 def triton_candidates(p: GemmProblem, hw: HardwareSpec):
     launch = costs.launch_us(hw, "triton")
     kind = (hw.vendor, "fp8" if p.input == "fp8" else "16bit")
-    cost = TRITON_COST[kind]
+    cost = TRITON_COST[triton_cost_key(p, hw)]
     for c in TRITON_CONFIGS.get(kind, ()):
         if (hw.vendor == "nvidia" and p.input == "fp8" and (p.k > FAST_ACCUM_MAX_K or p.n % 16)
                 and c.block_m * c.block_n > min(PROMOTED_MAX_TILE, UNALIGNED_OUT_MAX_TILE)):

@@ -66,6 +66,7 @@ CUDA_KERNELS: tuple[KernelRow, ...] = _rows(
     ("bf16_128x256x64_c2x1_coop", "bf16", 128, 256, 64, 2, 1, "persistent", 4, 1, 12, False),
     ("bf16_128x128x64_pingpong", "bf16", 128, 128, 64, 1, 1, "persistent", 6, 1, 12, False),
     ("fp8_swapped_64x128x128_pingpong", "fp8", 64, 128, 128, 1, 1, "persistent", 9, 1, 12, True, True),
+    ("fp8_64x32x256_pingpong", "fp8", 64, 32, 256, 1, 1, "persistent", 9, 1, 12, True),
 )
 # Rows the model does not offer, and split-K limits below a row's max_split_k, with the measurement
 # behind each [M] (H200, 2026-12-01, bench/results/*-gemm.json):
@@ -133,11 +134,16 @@ NATIVE_COST: dict[str, KernelCost] = {
     "fp8_64x128x128_pingpong": KernelCost(0.723, 0.930, "[M]", 2.23),
     # The same instance with A and B exchanged (for N <= 64 at large M), fitted on the third run.
     "fp8_swapped_64x128x128_pingpong": KernelCost(0.721, 0.766, "[M]", 3.43),
+    # [A] until a run measures it: the 64x128 sibling's overheads, a lower mainloop rate for
+    # wgmma's N = 32 (half the MMA work per A fragment loaded from smem).
+    "fp8_64x32x256_pingpong": KernelCost(0.60, 0.93, "[A]", 2.23),
 }
 DEFAULT_NATIVE_COST = {"nvidia": KernelCost(0.62, 0.8), "amd": KernelCost(0.50, 1.0)}  # [A]
-# Per (vendor, input kind), as TRITON_CONFIGS: on the H200 the FP8 kernel (TMA descriptors built per
-# call) and the 16-bit one (pointers) fit different constants. AMD [A].
-TRITON_COST = {("nvidia", "fp8"): KernelCost(0.639, 0.914, "[M]", 30.00),
+# Per (vendor, input kind), as TRITON_CONFIGS, and on NVIDIA per FP8 load path (gemm.triton_cost_key:
+# "fp8_tma" builds TMA descriptors per call, "fp8" and "16bit" load through pointers): on the H200
+# the three fit different constants. AMD [A].
+TRITON_COST = {("nvidia", "fp8_tma"): KernelCost(0.702, 1.047, "[M]", 30.00),
+               ("nvidia", "fp8"): KernelCost(0.501, 1.484, "[M]", 7.58),
                ("nvidia", "16bit"): KernelCost(0.763, 1.531, "[M]", 8.73),
                ("amd", "fp8"): KernelCost(0.45, 1.2), ("amd", "16bit"): KernelCost(0.45, 1.2)}
 

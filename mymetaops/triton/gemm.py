@@ -53,7 +53,7 @@ import triton
 import triton.language as tl
 
 from mymetaops.configs import TritonGemmConfig
-from mymetaops.model.gemm import FAST_ACCUM_MAX_K
+from mymetaops.model.gemm import FAST_ACCUM_MAX_K, TRITON_FP8_TMA_MIN_MACS
 from mymetaops.triton.common import is_pow2
 
 try:  # host-side TMA descriptors (Triton >= 3.4); absent: the pointer path everywhere
@@ -287,8 +287,9 @@ def _tma_aligned(t: torch.Tensor) -> bool:
 # Host-side descriptors cost about 30 us per launch (H200: 65 us per call with them, 35 us with
 # pointers, at 64^3; bench/results/2026-12-01-NVIDIA_H200-gemm-host_cost.md). Below this many
 # multiply-adds (about 50 us of FP8 MMA on an H200) the kernel is shorter than that launch path,
-# so back-to-back calls would wait on the host: pointers are used.
-TMA_MIN_MACS = 1 << 35
+# so back-to-back calls would wait on the host: pointers are used. The model costs the two paths
+# apart (model.gemm.triton_cost_key), so the threshold lives there.
+TMA_MIN_MACS = TRITON_FP8_TMA_MIN_MACS
 
 
 def fp8_tma_possible(xq: torch.Tensor, wq: torch.Tensor) -> bool:
