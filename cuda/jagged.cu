@@ -3,9 +3,10 @@
 //
 // Row kernels (jagged <-> dense, index_select): a group of `lanes_per_row` lanes owns output rows
 // and moves them VEC bytes per lane per access (a row wider than the group loops over its vectors).
-// The grid has one group per row (jagged <-> dense: per kRowsInFlight rows, moved together), up to
-// the grid limits; groups then stride over the rest. Dense outputs are walked by position (b, j), jagged outputs by row, each row finding its
-// sequence by a binary search of the offsets (L1-resident: neighbouring groups search alike).
+// The grid has one group per row (jagged <-> dense: per run of kRowsPerRun consecutive rows), up to
+// the grid limits; groups then stride over the rest. Dense outputs are walked by position (b, j),
+// jagged outputs by row; a run finds its first row's sequence once (jagged outputs: a binary search
+// of the offsets) and steps through the sequences from there.
 //
 // Softmax: one block per (sequence, column chunk of lanes * VEC bytes). Its threads stride over
 // the sequence's rows, several loads in flight each, and reduce across the block through shared
@@ -98,10 +99,11 @@ __device__ __forceinline__ Seq sequence(const IndexT* offsets, int64_t b, int64_
 // The last i in [0, n) with starts[i] <= r, or -1 (an upper-bound binary search). For r in
 // [0, total) unclamped starts compare as clamped ones would; with any starts, sorted or not, the i
 // found has starts[i] <= r, after at most 64 steps.
+// The same over [from, n): the last i in [from, n) with starts[i] <= r, or from - 1.
 template <typename IndexT>
-__device__ __forceinline__ int64_t last_start_at_or_before(const IndexT* starts, int64_t n,
-                                                           int64_t r) {
-  int64_t lo = 0, hi = n;
+__device__ __forceinline__ int64_t last_start_at_or_before(const IndexT* starts, int64_t from,
+                                                           int64_t n, int64_t r) {
+  int64_t lo = from, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) >> 1;
     if (static_cast<int64_t>(__ldg(starts + mid)) <= r) {
@@ -111,6 +113,12 @@ __device__ __forceinline__ int64_t last_start_at_or_before(const IndexT* starts,
     }
   }
   return lo - 1;
+}
+
+template <typename IndexT>
+__device__ __forceinline__ int64_t last_start_at_or_before(const IndexT* starts, int64_t n,
+                                                           int64_t r) {
+  return last_start_at_or_before(starts, 0, n, r);
 }
 
 // Records the bad entries of offsets[0 .. batch] (jagged.h), each entry checked by one thread of a
@@ -150,8 +158,8 @@ struct DenseParams {
   char* out;
   int64_t out_row_bytes;
   int64_t rows;           // output rows (batch * max_length or total); 0: only check the offsets
-  int64_t rows_per_pass;  // groups in the grid
-  int64_t pass_b, pass_j;  // rows_per_pass as whole sequences and positions (dense walks)
+  int64_t rows_per_pass;  // groups in the grid: runs of kRowsPerRun rows per pass
+  int64_t pass_b, pass_j;  // a pass's rows as whole sequences and positions (dense walks)
   int64_t* errors;
   ErrorOp error_op;
 };
@@ -186,6 +194,12 @@ __device__ __forceinline__ RawVec<VEC> pick(bool pred, const RawVec<VEC>& a, con
 // row a thread had a single 16-byte load outstanding and the conversions stopped at 79-83% of the
 // copy bandwidth on the H200 (2026-12-01); DRAM wants more bytes in flight than 2048 threads x 16 B.
 constexpr int kRowsInFlight = 2;
+// Consecutive output rows a group owns (a run), a multiple of kRowsInFlight: a run looks its
+// sequence up once and steps from row to row. With one lookup per row (a binary search of the
+// offsets for jagged outputs) and two rows per group, the jagged-output kernels ran at 48-71% of
+// the copy bandwidth and the dense ones at 79-84% on the H200 (2026-12-01).
+constexpr int kRowsPerRun = 8;
+static_assert(kRowsPerRun % kRowsInFlight == 0, "a run is whole steps");
 
 // One step of a dense walk: position (b, j) advanced by `rows` rows given as (whole sequences,
 // positions), so the loop needs no 64-bit division.
@@ -199,8 +213,9 @@ __device__ __forceinline__ void advance(int64_t& b, int64_t& j, const DenseParam
 }
 
 // kToPaddedDense and kAddDense: output row b * max_length + j is position (b, j). Group g owns
-// rows g, g + rows_per_pass, g + 2 * rows_per_pass, ... and moves kRowsInFlight of them per step.
-// Positions without a row copy the padding or the dense row bit for bit, as the CPU kernels do.
+// the runs g, g + rows_per_pass, ... (run i: rows i * kRowsPerRun onwards) and moves kRowsInFlight
+// rows per step. Positions without a row copy the padding or the dense row bit for bit, as the CPU
+// kernels do.
 template <typename T, typename IndexT, int VEC, bool kAdd>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     jagged_to_dense_kernel(const DenseParams p, int lanes_log2) {
@@ -208,61 +223,80 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   check_offsets(offsets, p.batch, p.total, p.errors, p.error_op, thread_in_grid(),
                 threads_in_grid());
   const uint32_t group = group_in_grid(lanes_log2);
-  if (group >= p.rows) return;
+  if (static_cast<int64_t>(group) * kRowsPerRun >= p.rows) return;  // also max_length == 0
   const int lanes = 1 << lanes_log2;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
-  int64_t b = 0, j = group;  // a max_length of 2^32 or more: every group starts in sequence 0
-  if (p.max_length <= UINT32_MAX) {
+  // Position (b, j) of row group * kRowsPerRun, in 32-bit divisions (a 64-bit one is a call that
+  // spills): group = q * max_length + r, and r * kRowsPerRun = q2 * max_length + j.
+  int64_t b = 0, j = 0;
+  if (p.max_length <= UINT32_MAX / kRowsPerRun) {
     const auto length = static_cast<uint32_t>(p.max_length);
-    const uint32_t q = group / length;  // 32-bit division: a 64-bit one is a call that spills
-    b = q;
-    j = group - q * length;
+    const uint32_t q = group / length;
+    const uint32_t r = (group - q * length) * kRowsPerRun;
+    const uint32_t q2 = r / length;
+    b = static_cast<int64_t>(q) * kRowsPerRun + q2;
+    j = r - q2 * length;
+  } else {  // max_length > 2^29 and the row below 2^35: fewer than 64 sequences precede it
+    j = static_cast<int64_t>(group) * kRowsPerRun;
+    while (j >= p.max_length) {
+      j -= p.max_length;
+      ++b;
+    }
   }
   RawVec<VEC> pad;
 #pragma unroll
   for (int e = 0; e < static_cast<int>(VEC / sizeof(T)); ++e) set_elt<T>(pad, e, p.padding_value);
 #pragma unroll 1
   while (b < p.batch) {  // i.e. row < rows
-    bool live[kRowsInFlight], has_row[kRowsInFlight];
-    const char* x_row[kRowsInFlight];
-    const char* dense_row[kRowsInFlight];
-    char* out_row[kRowsInFlight];
-#pragma unroll
-    for (int k = 0; k < kRowsInFlight; ++k) {
-      if (k > 0) advance(b, j, p);
-      live[k] = b < p.batch;
-      const Seq s = live[k] ? sequence(offsets, b, p.total) : Seq{0, 0};
-      has_row[k] = j < s.length;  // and j < max_length: j is a position
-      x_row[k] = p.x + (has_row[k] ? s.start + j : 0) * p.x_row_bytes;
-      out_row[k] = p.out + (b * p.max_length + j) * p.out_row_bytes;
-      dense_row[k] = kAdd ? p.dense + b * p.dense_batch_bytes + j * p.dense_row_bytes : nullptr;
-    }
-    advance(b, j, p);
+    int64_t rb = b, rj = j;  // the run's current position
+    Seq s = sequence(offsets, rb, p.total);
 #pragma unroll 1
-    for (int v = lane; v < p.dim_vecs; v += lanes) {
-      const int64_t col = static_cast<int64_t>(v) * VEC;
-      RawVec<VEC> x[kRowsInFlight], d[kRowsInFlight];
+    for (int step = 0; step < kRowsPerRun; step += kRowsInFlight) {
+      bool live[kRowsInFlight], has_row[kRowsInFlight];
+      const char* x_row[kRowsInFlight];
+      const char* dense_row[kRowsInFlight];
+      char* out_row[kRowsInFlight];
 #pragma unroll
       for (int k = 0; k < kRowsInFlight; ++k) {
-        x[k] = load_streaming<VEC>(x_row[k] + col, has_row[k]);
-        if constexpr (kAdd) d[k] = load_streaming<VEC>(dense_row[k] + col, live[k]);
+        live[k] = rb < p.batch;
+        has_row[k] = live[k] && rj < s.length;  // and rj < max_length: rj is a position
+        x_row[k] = p.x + (has_row[k] ? s.start + rj : 0) * p.x_row_bytes;
+        out_row[k] = p.out + (rb * p.max_length + rj) * p.out_row_bytes;
+        dense_row[k] = kAdd ? p.dense + rb * p.dense_batch_bytes + rj * p.dense_row_bytes : nullptr;
+        if (++rj == p.max_length) {
+          rj = 0;
+          if (++rb < p.batch) s = sequence(offsets, rb, p.total);
+        }
       }
+#pragma unroll 1
+      for (int v = lane; v < p.dim_vecs; v += lanes) {
+        const int64_t col = static_cast<int64_t>(v) * VEC;
+        RawVec<VEC> x[kRowsInFlight], d[kRowsInFlight];
 #pragma unroll
-      for (int k = 0; k < kRowsInFlight; ++k) {
-        if (!live[k]) continue;
-        if constexpr (kAdd) {
-          store_vec<VEC>(out_row[k] + col, pick(has_row[k], combine<T>(x[k], d[k], Add{}), d[k]));
-        } else {
-          store_vec<VEC>(out_row[k] + col, pick(has_row[k], x[k], pad));
+        for (int k = 0; k < kRowsInFlight; ++k) {
+          x[k] = load_streaming<VEC>(x_row[k] + col, has_row[k]);
+          if constexpr (kAdd) d[k] = load_streaming<VEC>(dense_row[k] + col, live[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < kRowsInFlight; ++k) {
+          if (!live[k]) continue;
+          if constexpr (kAdd) {
+            store_vec<VEC>(out_row[k] + col, pick(has_row[k], combine<T>(x[k], d[k], Add{}), d[k]));
+          } else {
+            store_vec<VEC>(out_row[k] + col, pick(has_row[k], x[k], pad));
+          }
         }
       }
     }
+    advance(b, j, p);
   }
 }
 
 // kToJagged, kAddJagged and kMul: output row r, at position (b, r - start) if it has one. Group g
-// owns rows g, g + rows_per_pass, ... and moves kRowsInFlight of them per step (their searches
-// and loads overlap).
+// owns the runs g, g + rows_per_pass, ... (run i: rows i * kRowsPerRun onwards) and moves
+// kRowsInFlight rows per step. A run searches the offsets for its first row; a later row past its
+// sequence's end searches the sequences after it (so empty sequences and rows outside every
+// sequence take no special case).
 template <typename T, typename IndexT, int VEC, JaggedDenseOp kOp>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     dense_to_jagged_kernel(const DenseParams p, int lanes_log2) {
@@ -272,51 +306,55 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   const int lanes = 1 << lanes_log2;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
 #pragma unroll 1
-  for (int64_t r = group_in_grid(lanes_log2); r < p.rows; r += kRowsInFlight * p.rows_per_pass) {
-    bool live[kRowsInFlight], has_pos[kRowsInFlight];
-    const char* dense_row[kRowsInFlight];
-    const char* x_row[kRowsInFlight];
-    char* out_row[kRowsInFlight];
-#pragma unroll
-    for (int k = 0; k < kRowsInFlight; ++k) {
-      const int64_t row = r + k * p.rows_per_pass;
-      live[k] = row < p.rows;
-      const int64_t b = live[k] ? last_start_at_or_before(offsets, p.batch, row) : -1;
-      int64_t dense_offset = 0;
-      has_pos[k] = false;
-      if (b >= 0) {
-        const Seq s = sequence(offsets, b, p.total);
-        const int64_t j = row - s.start;  // >= 0: the search found offsets[b] <= row
-        has_pos[k] = j < min(s.length, p.max_length);
-        dense_offset = has_pos[k] ? b * p.dense_batch_bytes + j * p.dense_row_bytes : 0;
-      }
-      dense_row[k] = p.dense + dense_offset;
-      x_row[k] = p.x + row * p.x_row_bytes;
-      out_row[k] = p.out + row * p.out_row_bytes;
-    }
+  for (int64_t run = group_in_grid(lanes_log2); run * kRowsPerRun < p.rows; run += p.rows_per_pass) {
+    const int64_t first = run * kRowsPerRun, end = min(first + kRowsPerRun, p.rows);
+    // b: the last sequence with offsets[b] <= row (-1: none), s its clamped rows.
+    int64_t b = last_start_at_or_before(offsets, p.batch, first);
+    Seq s = b >= 0 ? sequence(offsets, b, p.total) : Seq{0, 0};
 #pragma unroll 1
-    for (int v = lane; v < p.dim_vecs; v += lanes) {
-      const int64_t col = static_cast<int64_t>(v) * VEC;
-      RawVec<VEC> d[kRowsInFlight], x[kRowsInFlight];
+    for (int64_t r = first; r < end; r += kRowsInFlight) {
+      bool live[kRowsInFlight], has_pos[kRowsInFlight];
+      const char* dense_row[kRowsInFlight];
+      const char* x_row[kRowsInFlight];
+      char* out_row[kRowsInFlight];
 #pragma unroll
       for (int k = 0; k < kRowsInFlight; ++k) {
-        d[k] = load_streaming<VEC>(dense_row[k] + col, has_pos[k]);  // 0 without position
-        if constexpr (kOp == JaggedDenseOp::kAddJagged) {
-          x[k] = load_streaming<VEC>(x_row[k] + col, live[k]);
-        } else if constexpr (kOp == JaggedDenseOp::kMul) {
-          x[k] = load_streaming<VEC>(x_row[k] + col, has_pos[k]);
+        const int64_t row = r + k;
+        live[k] = row < end;
+        if (live[k] && row >= s.start + s.length) {  // past sequence b: one of the later ones
+          b = last_start_at_or_before(offsets, b + 1, p.batch, row);
+          s = b >= 0 ? sequence(offsets, b, p.total) : Seq{0, 0};
         }
+        const int64_t j = row - s.start;  // >= 0: offsets[b] <= row (clamped alike, row < total)
+        has_pos[k] = live[k] && b >= 0 && j < min(s.length, p.max_length);
+        dense_row[k] = p.dense + (has_pos[k] ? b * p.dense_batch_bytes + j * p.dense_row_bytes : 0);
+        x_row[k] = p.x + row * p.x_row_bytes;
+        out_row[k] = p.out + row * p.out_row_bytes;
       }
+#pragma unroll 1
+      for (int v = lane; v < p.dim_vecs; v += lanes) {
+        const int64_t col = static_cast<int64_t>(v) * VEC;
+        RawVec<VEC> d[kRowsInFlight], x[kRowsInFlight];
 #pragma unroll
-      for (int k = 0; k < kRowsInFlight; ++k) {
-        if (!live[k]) continue;
-        if constexpr (kOp == JaggedDenseOp::kToJagged) {
-          store_vec<VEC>(out_row[k] + col, d[k]);
-        } else if constexpr (kOp == JaggedDenseOp::kAddJagged) {
-          store_vec<VEC>(out_row[k] + col, pick(has_pos[k], combine<T>(x[k], d[k], Add{}), x[k]));
-        } else {
-          store_vec<VEC>(out_row[k] + col,
-                         pick(has_pos[k], combine<T>(x[k], d[k], Mul{}), RawVec<VEC>{}));
+        for (int k = 0; k < kRowsInFlight; ++k) {
+          d[k] = load_streaming<VEC>(dense_row[k] + col, has_pos[k]);  // 0 without position
+          if constexpr (kOp == JaggedDenseOp::kAddJagged) {
+            x[k] = load_streaming<VEC>(x_row[k] + col, live[k]);
+          } else if constexpr (kOp == JaggedDenseOp::kMul) {
+            x[k] = load_streaming<VEC>(x_row[k] + col, has_pos[k]);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kRowsInFlight; ++k) {
+          if (!live[k]) continue;
+          if constexpr (kOp == JaggedDenseOp::kToJagged) {
+            store_vec<VEC>(out_row[k] + col, d[k]);
+          } else if constexpr (kOp == JaggedDenseOp::kAddJagged) {
+            store_vec<VEC>(out_row[k] + col, pick(has_pos[k], combine<T>(x[k], d[k], Add{}), x[k]));
+          } else {
+            store_vec<VEC>(out_row[k] + col,
+                           pick(has_pos[k], combine<T>(x[k], d[k], Mul{}), RawVec<VEC>{}));
+          }
         }
       }
     }
@@ -761,11 +799,12 @@ LaunchError launch_jagged_dense(const JaggedDenseArgs& a, const JaggedConfig& c,
   p.errors = a.errors;
   p.error_op = a.error_op;
   if (p.rows == 0 && a.errors == nullptr) return nullptr;
-  // Each group moves kRowsInFlight rows per step: half the groups.
-  const launch::Grid grid = row_grid((p.rows + kRowsInFlight - 1) / kRowsInFlight, c);
-  p.rows_per_pass = grid.items_per_pass;
-  p.pass_b = a.max_length > 0 ? p.rows_per_pass / a.max_length : 0;
-  p.pass_j = a.max_length > 0 ? p.rows_per_pass % a.max_length : 0;
+  // One group per run of kRowsPerRun rows.
+  const launch::Grid grid = row_grid((p.rows + kRowsPerRun - 1) / kRowsPerRun, c);
+  p.rows_per_pass = grid.items_per_pass;  // runs
+  const int64_t pass_rows = p.rows_per_pass * kRowsPerRun;
+  p.pass_b = a.max_length > 0 ? pass_rows / a.max_length : 0;
+  p.pass_j = a.max_length > 0 ? pass_rows % a.max_length : 0;
   auto s = static_cast<cudaStream_t>(stream);
   return dispatch(a.dtype, a.offsets_dtype, c.vec_bytes, [&](auto t, auto i, auto vec) {
     using T = typename decltype(t)::type;

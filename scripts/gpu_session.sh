@@ -90,7 +90,7 @@ if has gemm-tests; then
 fi
 if has jagged-tests; then
   built || build
-  step "jagged tests (GPU and CPU)" tests.log 240 $PYTEST tests/jagged
+  step "jagged tests (GPU and CPU)" tests.log "${JAGGED_TESTS_S:-360}" $PYTEST tests/jagged
 fi
 if has jagged-bench; then
   built || build

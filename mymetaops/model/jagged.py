@@ -5,7 +5,7 @@ Two kinds of kernels. The conversions, the elementwise ops, softmax and index_se
 count the bytes that must move (read + written), turn them into time with the achievable DRAM
 bandwidth, derated when too few bytes are in flight (Little's law over the resident threads) and
 when a row's width is not a multiple of what a group of lanes moves or a group's piece of a row is
-narrower than a cache line; a kernel writing a jagged output also pays, per row, a binary search
+narrower than a cache line; a kernel writing a jagged output also pays, per run of rows, a binary search
 of the offsets (a chain of dependent L2 reads), hidden behind the other groups' loads unless it
 takes longer than they do. The two
 bmm ops are GEMMs over sequences: mymetaops.model.gemm's tile estimate, over M padded to whole tiles
@@ -49,6 +49,9 @@ MEMORY_OPS = DENSE_OPS + (SOFTMAX, SOFTMAX_BACKWARD, INDEX_SELECT, INDEX_SELECT_
 BMM_OPS = (DENSE_BMM, JAGGED_BMM)
 OPS = MEMORY_OPS + BMM_OPS
 JAGGED_OUTPUT = (TO_JAGGED, ADD_JAGGED, MUL)  # rows find their sequence by a binary search
+# Rows per offsets search of the native kernels: cuda/jagged.cu's groups own runs of kRowsPerRun
+# consecutive rows and search once per run; hip/jagged.hip searches per row.
+NATIVE_ROWS_PER_SEARCH = {"nvidia": 8, "amd": 1}
 
 # --- streaming kernels ---------------------------------------------------------------------------
 NATIVE_BLOCK_THREADS = 256  # [A] as embedding_bag's (128-512 ran within 2% there)
@@ -163,7 +166,8 @@ def output_rows(p: JaggedProblem) -> float:
 
 
 def _stream_estimate(p: JaggedProblem, hw: HardwareSpec, vec: int, lanes: int, block_threads: int,
-                     efficiency: float, launch: float, host: float, what: str) -> Estimate:
+                     efficiency: float, launch: float, host: float, what: str,
+                     rows_per_search: int = 1) -> Estimate:
     bytes_ = moved_bytes(p)
     rows = output_rows(p)
     if rows == 0 or p.dim == 0:
@@ -181,7 +185,7 @@ def _stream_estimate(p: JaggedProblem, hw: HardwareSpec, vec: int, lanes: int, b
     search_us = 0.0
     if p.op in JAGGED_OUTPUT:
         steps = math.ceil(math.log2(p.batch + 1)) if p.batch else 0
-        search_us = rows * steps * SEARCH_STEP_NS * 1e-3 / max(1.0, threads / lanes / 32)
+        search_us = rows / rows_per_search * steps * SEARCH_STEP_NS * 1e-3 / max(1.0, threads / lanes / 32)
     body = max(bytes_us, search_us)  # [A] a group's search overlaps the other groups' loads
     device = launch + body
     detail = (f"{what}: {bytes_ / 1e6:.1f} MB at {bandwidth / 1e6:.2f} TB/s ({vec} B x {lanes} lanes per row step, "
@@ -204,7 +208,8 @@ def native_candidates(p: JaggedProblem, hw: HardwareSpec):
                 continue
             config = NativeJaggedConfig(vec, lanes, NATIVE_BLOCK_THREADS)
             yield config, _stream_estimate(p, hw, vec, lanes, NATIVE_BLOCK_THREADS, 1.0, launch,
-                                           gemm_model.HOST_US["native"], "native")
+                                           gemm_model.HOST_US["native"], "native",
+                                           NATIVE_ROWS_PER_SEARCH[hw.vendor])
 
 
 def triton_candidates(p: JaggedProblem, hw: HardwareSpec):
