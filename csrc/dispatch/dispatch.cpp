@@ -118,6 +118,16 @@ int8_t set_thread_forced_backend(int8_t backend) {
   return previous;
 }
 
+AutoBackendScope::AutoBackendScope() : previous_(t_forced), previous_set_(t_forced_set) {
+  t_forced = kAuto;
+  t_forced_set = true;  // set: the environment is not consulted either
+}
+
+AutoBackendScope::~AutoBackendScope() {
+  t_forced = previous_;
+  t_forced_set = previous_set_;
+}
+
 int8_t forced_backend() {
   if (t_forced_set) return t_forced;
   const char* env = std::getenv("MYMETAOPS_BACKEND");

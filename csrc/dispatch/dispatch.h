@@ -53,6 +53,20 @@ class ForcedBackendGuard {
  private:
   int8_t previous_;
 };
+// RAII: the model's own choice, whatever use_backend or MYMETAOPS_BACKEND force, for the calls an
+// implementation makes inside itself (the conversions around the pad + torch.bmm candidate are
+// parts of that candidate, not ops the user forced).
+class AutoBackendScope {
+ public:
+  AutoBackendScope();
+  ~AutoBackendScope();
+  AutoBackendScope(const AutoBackendScope&) = delete;
+  AutoBackendScope& operator=(const AutoBackendScope&) = delete;
+
+ private:
+  int8_t previous_;
+  bool previous_set_;
+};
 // The calling thread's own setting (kAuto or a Backend code), without the environment.
 int8_t thread_forced_backend();
 

@@ -363,7 +363,8 @@ at::Tensor index_select_backward_cuda(const at::Tensor& grad, const at::Tensor& 
 // ---- bmm -------------------------------------------------------------------------------------
 
 // The conversions of the pad + torch.bmm path: this family's (aten's dense_to_jagged leaves rows
-// unwritten; its jagged_to_padded_dense fails past 2^31 elements).
+// unwritten; its jagged_to_padded_dense fails past 2^31 elements), chosen by the model even when the
+// bmm's backend is forced (dense_to_jagged has no vendor candidate: forcing vendor raised, H200).
 at::Tensor padded(const at::Tensor& values, const at::Tensor& offsets, int64_t max_L) {
   const c10::SymInt length(max_L);
   return to_padded_dense_cuda(values, {offsets}, {length}, 0.0);
@@ -378,6 +379,7 @@ at::Tensor dense_bmm_cuda(const at::Tensor& x, const at::Tensor& offsets_in, con
                 alignment({&x, &y})};
   const Decision d = decide(kDenseBmm, x.device(), s);
   if (d.backend == Backend::kVendor) {
+    const dispatch::AutoBackendScope conversions_by_the_model;  // parts of this candidate
     return dense_to_jagged_cuda(at::bmm(padded(x, offsets, max_L), y), {offsets}, c10::SymInt(x.size(0)));
   }
   TORCH_CHECK(d.backend == Backend::kTriton, kDenseBmm, ": no native jagged bmm kernel yet");
@@ -394,6 +396,7 @@ at::Tensor jagged_bmm_cuda(const at::Tensor& x, const at::Tensor& y, const at::T
                 alignment({&x, &y})};
   const Decision d = decide(kJaggedBmm, x.device(), s);
   if (d.backend == Backend::kVendor) {
+    const dispatch::AutoBackendScope conversions_by_the_model;  // parts of this candidate
     return at::bmm(padded(x, offsets, max_L).transpose(1, 2), padded(y, offsets, max_L));
   }
   TORCH_CHECK(d.backend == Backend::kTriton, kJaggedBmm, ": no native jagged bmm kernel yet");
