@@ -23,8 +23,8 @@ the "SM count" is 4, so the persistent loop runs there too.
 Load path of fp8_gemm, chosen per call by `fp8_use_tma` (an explicit rule, never a fallback after a
 failure: a TMA launch that fails raises):
   TMA (host-side `triton.tools.tensor_descriptor.TensorDescriptor`, present in Triton 3.6 and 3.8) when
-    the problem has at least TMA_MIN_MACS multiply-adds (the descriptors cost host time per launch)
-    and TMA can load the operands (`fp8_tma_possible`): the tensors are on an NVIDIA GPU of compute
+    the problem has at least mymetaops.model.gemm.TRITON_FP8_TMA_MIN_MACS multiply-adds (the
+    descriptors cost host time per launch) and TMA can load the operands (`fp8_tma_possible`): the tensors are on an NVIDIA GPU of compute
     capability >= 9 (torch.version.hip is None), the descriptor class imports, K > 0, and xq / wq
     have 16-byte aligned base addresses and row strides. TMA zero-fills out-of-bounds boxes, so no
     masks are needed in the K loop.
@@ -285,11 +285,10 @@ def _tma_aligned(t: torch.Tensor) -> bool:
 
 
 # Host-side descriptors cost about 30 us per launch (H200: 65 us per call with them, 35 us with
-# pointers, at 64^3; bench/results/2026-12-01-NVIDIA_H200-gemm-host_cost.md). Below this many
-# multiply-adds (about 50 us of FP8 MMA on an H200) the kernel is shorter than that launch path,
-# so back-to-back calls would wait on the host: pointers are used. The model costs the two paths
-# apart (model.gemm.triton_cost_key), so the threshold lives there.
-TMA_MIN_MACS = TRITON_FP8_TMA_MIN_MACS
+# pointers, at 64^3; bench/results/2026-12-01-NVIDIA_H200-gemm-host_cost.md). Below
+# TRITON_FP8_TMA_MIN_MACS multiply-adds (about 50 us of FP8 MMA on an H200) the kernel is shorter
+# than that launch path, so back-to-back calls would wait on the host: pointers are used. The model
+# costs the two paths apart (model.gemm.triton_cost_key), so the threshold lives there.
 
 
 def fp8_tma_possible(xq: torch.Tensor, wq: torch.Tensor) -> bool:
@@ -303,8 +302,8 @@ def fp8_tma_possible(xq: torch.Tensor, wq: torch.Tensor) -> bool:
 
 def fp8_use_tma(xq: torch.Tensor, wq: torch.Tensor) -> bool:
     """The load-path rule of the module docstring: TMA descriptors where possible and the problem
-    has at least TMA_MIN_MACS multiply-adds, else pointers."""
-    return xq.size(0) * wq.size(0) * xq.size(1) >= TMA_MIN_MACS and fp8_tma_possible(xq, wq)
+    has at least TRITON_FP8_TMA_MIN_MACS multiply-adds, else pointers."""
+    return xq.size(0) * wq.size(0) * xq.size(1) >= TRITON_FP8_TMA_MIN_MACS and fp8_tma_possible(xq, wq)
 
 
 def _check_out(out: torch.Tensor, m: int, n: int, bias: torch.Tensor | None, device: torch.device) -> None:

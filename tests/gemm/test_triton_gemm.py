@@ -338,7 +338,7 @@ def test_quantize_rejects_bad_inputs():
 
 
 def test_fp8_tma_rule_keeps_small_problems_on_pointers(monkeypatch):
-    """Descriptors cost host time per launch: below TMA_MIN_MACS the rule takes pointers even where
+    """Descriptors cost host time per launch: below TRITON_FP8_TMA_MIN_MACS the rule takes pointers even where
     TMA could load the operands."""
     monkeypatch.setattr(tg, "fp8_tma_possible", lambda xq, wq: True)
 
