@@ -25,9 +25,9 @@ failure: a TMA launch that fails raises):
   TMA (host-side `triton.tools.tensor_descriptor.TensorDescriptor`, present in Triton 3.6 and 3.8) when
     the problem has at least mymetaops.model.gemm.TRITON_FP8_TMA_MIN_MACS multiply-adds (the
     descriptors cost host time per launch) and TMA can load the operands (`fp8_tma_possible`): the
-    tensors are on an NVIDIA GPU of compute capability >= 9 (torch.version.hip is None), the descriptor class imports, K > 0, and xq / wq
-    have 16-byte aligned base addresses and row strides. TMA zero-fills out-of-bounds boxes, so no
-    masks are needed in the K loop.
+    tensors are on an NVIDIA GPU of compute capability >= 9 (torch.version.hip is None), the
+    descriptor class imports, K > 0, and xq / wq have 16-byte aligned base addresses and row
+    strides. TMA zero-fills out-of-bounds boxes, so no masks are needed in the K loop.
   pointers otherwise: small problems, AMD, the interpreter, older GPUs, Triton without descriptors,
     misaligned operands. `fp8_gemm(..., use_tma=False / True)` forces a path (tests compare the two
     on a GPU); use_tma=True where TMA cannot load the operands raises ValueError.
