@@ -134,8 +134,9 @@ NATIVE_COST: dict[str, KernelCost] = {
     "fp8_64x128x128_pingpong": KernelCost(0.723, 0.930, "[M]", 2.23),
     # The same instance with A and B exchanged (for N <= 64 at large M), fitted on the third run.
     "fp8_swapped_64x128x128_pingpong": KernelCost(0.721, 0.766, "[M]", 3.43),
-    # [A] until a run measures it: the 64x128 sibling's overheads, a lower mainloop rate for
-    # wgmma's N = 32 (half the MMA work per A fragment loaded from smem).
+    # [A]: the 64x128 sibling's overheads, a lower mainloop rate for wgmma's N = 32 (half the MMA
+    # work per A fragment loaded from smem). Run 6 timed it (7.7-8.9 us where 8.0-8.7 was predicted,
+    # 14.7 at 16x4096x4096 against 10.3); its refit is in bench/results/*-gemm-calibration.json.
     "fp8_64x32x256_pingpong": KernelCost(0.60, 0.93, "[A]", 2.23),
 }
 DEFAULT_NATIVE_COST = {"nvidia": KernelCost(0.62, 0.8), "amd": KernelCost(0.50, 1.0)}  # [A]
