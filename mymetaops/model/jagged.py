@@ -7,8 +7,8 @@ bandwidth, derated when too few bytes are in flight (Little's law over the resid
 when a row's width is not a multiple of what a group of lanes moves or a group's piece of a row is
 narrower than a cache line; a kernel writing a jagged output also pays, per run of rows, a binary
 search of the offsets (a chain of dependent L2 reads), hidden behind the other groups' loads unless
-it takes longer than they do. The two bmm ops are GEMMs over sequences: mymetaops.model.gemm's tile estimate, over M padded to whole tiles
-per sequence (a tile does not span two sequences).
+it takes longer than they do. The two bmm ops are GEMMs over sequences: mymetaops.model.gemm's
+tile estimate, over M padded to whole tiles per sequence (a tile does not span two sequences).
 
 The problem knows the call's sizes only, not its lengths (reading them would be a sync): the
 expected rows per sequence are min(total / batch, max_length).
