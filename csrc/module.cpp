@@ -10,10 +10,14 @@ void bind_errors(pybind11::module_& m);
 namespace mymetaops::gemm {
 void bind(pybind11::module_& m);
 }  // namespace mymetaops::gemm
+namespace mymetaops::jagged {
+void bind(pybind11::module_& m);
+}  // namespace mymetaops::jagged
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mymetaops operators";
   mymetaops::dispatch::bind(m);
   mymetaops::dispatch::bind_errors(m);
   mymetaops::gemm::bind(m);
+  mymetaops::jagged::bind(m);
 }

@@ -158,6 +158,21 @@ class NativeJaggedConfig:
 
 
 @dataclass(frozen=True)
+class NativeBmmConfig:
+    """Mirror of `mymetaops::JaggedBmmConfig` (csrc/include/mymetaops/jagged.h): the index of a
+    native jagged bmm kernel (jagged_bmm_kernel_names); `name` is for people."""
+
+    kernel: int
+    name: str = ""
+
+    def as_list(self) -> list[int]:
+        return [self.kernel]
+
+    def __str__(self) -> str:
+        return self.name or f"kernel{self.kernel}"
+
+
+@dataclass(frozen=True)
 class TritonJaggedConfig:
     """Knobs of the Triton jagged kernels (mymetaops/triton/jagged.py): a program moves a
     [block_rows, block_d] tile of rows (dense positions or jagged rows) per step."""

@@ -13,6 +13,7 @@
 #include <c10/core/SymIntArrayRef.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace mymetaops::jagged {
@@ -72,5 +73,10 @@ at::Tensor call_jagged_bmm(const at::Tensor& x_values, const at::Tensor& y_value
                            const at::Tensor& offsets, int64_t max_L);
 at::Tensor call_index_select_backward(const at::Tensor& grad_output, const at::Tensor& lengths,
                                       const at::Tensor& indices, const c10::SymInt& num_input_rows);
+
+// The native bmm kernels of this build (jagged_bmm_kernel_names), set by the GPU glue; mymetaops._C's
+// _native_jagged_bmm_kernels() lists them (empty without GPU kernels) for the model to check its mirror.
+using BmmKernelNamesProvider = std::vector<std::string> (*)();
+void set_native_bmm_kernels_provider(BmmKernelNamesProvider provider);
 
 }  // namespace mymetaops::jagged

@@ -2,7 +2,7 @@
 // call: check the arguments, raise a bad value an earlier kernel recorded, compute the bucket key,
 // look the decision up (the model is asked once per bucket), launch. No host synchronization, except
 // where a size is left to be read back (dense_to_jagged without total_L, jagged_index_select without
-// num_dense_output_rows). Native kernels go through the torch-free launcher ABI
+// num_dense_output_rows). Native kernels (the bmm ops: a grouped GEMM) go through the torch-free launcher ABI
 // (mymetaops/jagged.h: cuda/ or hip/); Triton candidates through their Python launchers; the vendor
 // candidates are aten's jagged_to_padded_dense and, for the bmm ops, pad + torch.bmm (+ back to
 // jagged) with this family's conversions. aten's dense_to_jagged is none: it leaves the rows no
@@ -362,6 +362,74 @@ at::Tensor index_select_backward_cuda(const at::Tensor& grad, const at::Tensor& 
 
 // ---- bmm -------------------------------------------------------------------------------------
 
+// The bmm ops' alignment (mymetaops/model/jagged.py's bmm_alignment): as alignment(), over x's and
+// y's base pointers, row widths and the strides that are not 1; y's unit stride may be either of
+// its last two dims (jagged_dense_bmm's backward passes y^T). 1 when x or y has no unit stride
+// there: only the Triton and torch.bmm candidates take any strides.
+int64_t bmm_alignment(const at::Tensor& x, const at::Tensor& y) {
+  const uint64_t elt = x.element_size();
+  auto unit = [](const at::Tensor& t, int64_t d) { return t.stride(d) == 1 || t.size(d) == 1; };
+  if (!unit(x, 1)) return 1;
+  std::vector<uint64_t> values{reinterpret_cast<uint64_t>(x.const_data_ptr()),
+                               reinterpret_cast<uint64_t>(y.const_data_ptr()), x.size(1) * elt,
+                               static_cast<uint64_t>(x.stride(0)) * elt, y.size(-1) * elt};
+  if (y.dim() == 2) {
+    if (!unit(y, 1)) return 1;
+    values.push_back(static_cast<uint64_t>(y.stride(0)) * elt);
+  } else {
+    const int64_t inner = unit(y, 2) ? 2 : unit(y, 1) ? 1 : -1;
+    if (inner < 0) return 1;
+    values.push_back(y.size(1) * elt);
+    for (int64_t d = 0; d < 3; ++d)
+      if (d != inner) values.push_back(static_cast<uint64_t>(y.stride(d)) * elt);
+  }
+  uint64_t all = 16;
+  for (uint64_t v : values) all |= v;
+  return static_cast<int64_t>(all & (~all + 1));
+}
+
+// The native grouped GEMM (cuda/jagged_bmm/, hip/jagged_bmm.hip) of a decision; out preallocated.
+void run_native_bmm(const char* op, JaggedBmmArgs a, const Decision& d, const at::Tensor& out) {
+  TORCH_CHECK(d.size == 1, op, ": a native bmm config is [kernel]");
+  const JaggedBmmConfig config{static_cast<int32_t>(d.config[0])};
+  const at::Device device = out.device();
+  a.out = out.data_ptr();
+  a.errors = dispatch::device_error_record(device);
+  a.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t bytes = jagged_bmm_workspace_bytes(a, config);
+  const at::Tensor workspace = at::empty({std::max<int64_t>(bytes, 1)}, out.options().dtype(at::kByte));
+  a.workspace = workspace.data_ptr();
+  check_launch(launch_jagged_bmm(a, config, current_stream(device)), op);
+}
+
+JaggedBmmArgs bmm_args(JaggedBmmForm form, const at::Tensor& x, const at::Tensor& offsets, const at::Tensor& y,
+                       int64_t max_L) {
+  JaggedBmmArgs a{};
+  a.form = form;
+  a.dtype = launcher_dtype(x.scalar_type());
+  a.offsets = offsets.const_data_ptr();
+  a.offsets_dtype = launcher_dtype(offsets.scalar_type());
+  a.batch = offsets.numel() - 1;
+  a.max_length = max_L;
+  a.total = x.size(0);
+  a.x = x.const_data_ptr();
+  a.x_row_stride = x.stride(0);
+  a.y = y.const_data_ptr();
+  if (form == JaggedBmmForm::kJaggedDense) {
+    a.k = x.size(1);
+    a.n = y.size(2);
+    a.y_batch_stride = y.stride(0);
+    a.y_k_stride = y.stride(1);
+    a.y_n_stride = y.stride(2);
+  } else {
+    a.m = x.size(1);
+    a.n = y.size(1);
+    a.y_k_stride = y.stride(0);
+    a.y_n_stride = 1;
+  }
+  return a;
+}
+
 // The conversions of the pad + torch.bmm path: this family's (aten's dense_to_jagged leaves rows
 // unwritten; its jagged_to_padded_dense fails past 2^31 elements), chosen by the model even when the
 // bmm's backend is forced (dense_to_jagged has no vendor candidate: forcing vendor raised, H200).
@@ -376,13 +444,18 @@ at::Tensor dense_bmm_cuda(const at::Tensor& x, const at::Tensor& offsets_in, con
   dispatch::raise_recorded_error(x.device());
   const at::Tensor offsets = offsets_in.contiguous();
   const Sizes s{offsets.numel() - 1, max_L, x.size(0), x.size(1), y.size(2), x.scalar_type(), offsets.scalar_type(),
-                alignment({&x, &y})};
+                bmm_alignment(x, y)};
   const Decision d = decide(kDenseBmm, x.device(), s);
+  if (d.backend == Backend::kNative) {
+    at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());
+    run_native_bmm(kDenseBmm, bmm_args(JaggedBmmForm::kJaggedDense, x, offsets, y, max_L), d, out);
+    return out;
+  }
   if (d.backend == Backend::kVendor) {
     const dispatch::AutoBackendScope conversions_by_the_model;  // parts of this candidate
     return dense_to_jagged_cuda(at::bmm(padded(x, offsets, max_L), y), {offsets}, c10::SymInt(x.size(0)));
   }
-  TORCH_CHECK(d.backend == Backend::kTriton, kDenseBmm, ": no native jagged bmm kernel yet");
+  TORCH_CHECK(d.backend == Backend::kTriton, kDenseBmm, ": unknown backend");
   at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());
   return dispatch::run_triton(kDenseBmm, d, {x, offsets, y, out, max_L, errors_tensor(x.device())});
 }
@@ -393,16 +466,29 @@ at::Tensor jagged_bmm_cuda(const at::Tensor& x, const at::Tensor& y, const at::T
   dispatch::raise_recorded_error(x.device());
   const at::Tensor offsets = offsets_in.contiguous();
   const Sizes s{offsets.numel() - 1, max_L, x.size(0), x.size(1), y.size(1), x.scalar_type(), offsets.scalar_type(),
-                alignment({&x, &y})};
+                bmm_alignment(x, y)};
   const Decision d = decide(kJaggedBmm, x.device(), s);
+  if (d.backend == Backend::kNative) {
+    at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
+    run_native_bmm(kJaggedBmm, bmm_args(JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L), d, out);
+    return out;
+  }
   if (d.backend == Backend::kVendor) {
     const dispatch::AutoBackendScope conversions_by_the_model;  // parts of this candidate
     return at::bmm(padded(x, offsets, max_L).transpose(1, 2), padded(y, offsets, max_L));
   }
-  TORCH_CHECK(d.backend == Backend::kTriton, kJaggedBmm, ": no native jagged bmm kernel yet");
+  TORCH_CHECK(d.backend == Backend::kTriton, kJaggedBmm, ": unknown backend");
   at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
   return dispatch::run_triton(kJaggedBmm, d, {x, y, offsets, out, max_L, errors_tensor(x.device())});
 }
+
+std::vector<std::string> native_bmm_kernels() {
+  int32_t count = 0;
+  const char* const* names = jagged_bmm_kernel_names(&count);
+  return {names, names + count};
+}
+
+const bool kBmmKernelsProvided = (set_native_bmm_kernels_provider(&native_bmm_kernels), true);
 
 }  // namespace
 

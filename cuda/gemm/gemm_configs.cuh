@@ -84,6 +84,14 @@ struct GemmInstance {
   LaunchError (*launch)(const GemmArgs& args, const RunOptions& run, cudaStream_t stream);
 };
 
+// What a launch needs to know of the current device, queried once per device (gemm_table.cu).
+struct Device {
+  int32_t id;
+  int32_t sm_count;
+};
+// The current device; an error unless it is an sm_90 GPU (the instances are built for sm_90a).
+LaunchError current_device(Device* dev);
+
 // Defined (specialized) by the instance files, one per TileConfig.
 template <const TileConfig& kTile>
 const Fp8Instance& fp8_instance();

@@ -77,34 +77,6 @@ const std::array<GemmKernelInfo, kNumRows>& table() {
   return infos;
 }
 
-// What a launch needs to know of the current device, queried once per device.
-struct Device {
-  int32_t id;
-  int32_t sm_count;
-};
-
-constexpr int kMaxDevices = 64;
-
-LaunchError current_device(Device* dev) {
-  // Per device: 0 not queried yet, > 0 its SM count (an sm_90 device), -1 not sm_90.
-  static std::atomic<int32_t> known[kMaxDevices];
-  if (cudaGetDevice(&dev->id) != cudaSuccess) return cudaGetErrorString(cudaGetLastError());
-  if (dev->id < 0 || dev->id >= kMaxDevices) return "native GEMM: device index out of range";
-  int32_t sm = known[dev->id].load(std::memory_order_relaxed);
-  if (sm == 0) {
-    int major = 0, minor = 0, count = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev->id) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev->id) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev->id) != cudaSuccess)
-      return cudaGetErrorString(cudaGetLastError());
-    sm = major == 9 && minor == 0 ? count : -1;
-    known[dev->id].store(sm, std::memory_order_relaxed);
-  }
-  if (sm < 0) return "native GEMM kernels are built for sm_90a (Hopper) only";
-  dev->sm_count = sm;
-  return nullptr;
-}
-
 LaunchError check_config(const GemmConfig& config, GemmInput input, const Row** row) {
   if (config.kernel < 0 || config.kernel >= kNumRows)
     return "native GEMM: config.kernel is not an index of native_gemm_kernels()";
@@ -177,6 +149,28 @@ LaunchError check_bf16(const GemmArgs& a) {
 }
 
 }  // namespace
+
+constexpr int kMaxDevices = 64;
+
+LaunchError current_device(Device* dev) {
+  // Per device: 0 not queried yet, > 0 its SM count (an sm_90 device), -1 not sm_90.
+  static std::atomic<int32_t> known[kMaxDevices];
+  if (cudaGetDevice(&dev->id) != cudaSuccess) return cudaGetErrorString(cudaGetLastError());
+  if (dev->id < 0 || dev->id >= kMaxDevices) return "native GEMM: device index out of range";
+  int32_t sm = known[dev->id].load(std::memory_order_relaxed);
+  if (sm == 0) {
+    int major = 0, minor = 0, count = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev->id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev->id) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev->id) != cudaSuccess)
+      return cudaGetErrorString(cudaGetLastError());
+    sm = major == 9 && minor == 0 ? count : -1;
+    known[dev->id].store(sm, std::memory_order_relaxed);
+  }
+  if (sm < 0) return "native GEMM kernels are built for sm_90a (Hopper) only";
+  dev->sm_count = sm;
+  return nullptr;
+}
 }  // namespace gemm
 }  // namespace cuda
 

@@ -23,8 +23,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from mymetaops.configs import (AtenJaggedConfig, NativeJaggedConfig, PaddedBmmConfig, TritonGemmConfig,
-                               TritonJaggedConfig)
+from mymetaops.configs import (AtenJaggedConfig, NativeBmmConfig, NativeJaggedConfig, PaddedBmmConfig,
+                               TritonGemmConfig, TritonJaggedConfig)
 
 from . import costs
 from . import gemm as gemm_model
@@ -48,9 +48,9 @@ MEMORY_OPS = DENSE_OPS + (SOFTMAX, SOFTMAX_BACKWARD, INDEX_SELECT, INDEX_SELECT_
 BMM_OPS = (DENSE_BMM, JAGGED_BMM)
 OPS = MEMORY_OPS + BMM_OPS
 JAGGED_OUTPUT = (TO_JAGGED, ADD_JAGGED, MUL)  # rows find their sequence by a binary search
-# Rows per offsets search of the native kernels: cuda/jagged.cu's groups own runs of kRowsPerRun
+# Rows per offsets search of the native kernels: cuda/jagged.cu's groups own runs of kRowsPerJaggedRun
 # consecutive rows and search once per run; hip/jagged.hip searches per row.
-NATIVE_ROWS_PER_SEARCH = {"nvidia": 8, "amd": 1}
+NATIVE_ROWS_PER_SEARCH = {"nvidia": 16, "amd": 1}
 
 # --- streaming kernels ---------------------------------------------------------------------------
 NATIVE_BLOCK_THREADS = 256  # [A] as embedding_bag's (128-512 ran within 2% there)
@@ -86,6 +86,19 @@ BMM_TRITON_CONFIGS = {
     "amd": ((128, 128, 64, 8, 8, 2, 0), (64, 128, 64, 8, 4, 2, 0), (64, 64, 64, 4, 4, 2, 0),
             (32, 64, 64, 1, 4, 2, 0), (16, 64, 128, 1, 4, 2, 0), (64, 128, 64, 8, 4, 2, 1)),
 }
+# The native grouped GEMMs, in jagged_bmm_kernel_names() order: (name, tile m, n, k). NVIDIA:
+# cuda/jagged_bmm/ (CUTLASS ptr-array, cooperative, persistent, per-sequence TMA descriptors built
+# on the device; sm_90a). AMD: hip/jagged_bmm.hip (MFMA tiles, one workgroup per tile).
+NATIVE_BMM_KERNELS = {
+    "nvidia": (("grouped_128x256x64_coop", 128, 256, 64),),
+    "amd": (("mfma_128x128x32", 128, 128, 32),),
+}
+NATIVE_BMM_ARCHS = {"nvidia": ("sm_90a",), "amd": ("gfx942", "gfx950")}
+NATIVE_BMM_DTYPES = ("bf16", "fp16")
+# [A] The mainloop of the CUTLASS grouped kernel as that of cuda/gemm's 128x256x64 instance
+# (gemm_kernels.NATIVE_COST), plus per tile the rebuild of the TMA descriptors when a CTA moves to
+# another sequence's tile (nearly every tile: a sequence has a few tiles, a wave 132).
+NATIVE_BMM_COST = {"nvidia": ("bf16_128x256x64_c2x1_coop", 0.5), "amd": (None, 0.0)}
 # [D] fp32 operands (an ieee-precision dot, no tensor cores) spill with tiles over 64x64 on sm_90,
 # gfx942 and gfx950 (scripts/check_triton_targets.py).
 FP32_MAX_TILE = 64 * 64
@@ -259,6 +272,54 @@ def _bmm_estimate(p: JaggedProblem, hw: HardwareSpec, c: TritonGemmConfig, cost,
     return e
 
 
+def bmm_bytes(p: JaggedProblem) -> float:
+    """Bytes a bmm must move once: x's used rows, y (per sequence, or its used rows) and out."""
+    used = p.batch * p.rows_per_sequence
+    if p.op == DENSE_BMM:  # x [T, K], y [B, K, N], out [T, N]
+        return (used * p.dim + p.batch * p.dim * p.n + p.total * p.n) * p.elt
+    return (used * p.dim + used * p.n + p.batch * p.dim * p.n) * p.elt  # x [T, M], y [T, N], out [B, M, N]
+
+
+def _at_least_the_bytes(e: Estimate, p: JaggedProblem, hw: HardwareSpec) -> Estimate:
+    """The GEMM view counts one B operand; y (jagged_dense_bmm) and out (jagged_jagged_bmm) are one
+    [N, K] matrix per sequence: no estimate may beat moving them."""
+    floor = bmm_bytes(p) / (hw.achievable_hbm_tbps * 1e6)
+    if e.time_us >= floor:
+        return e
+    return e._replace(time_us=floor, bound="memory",
+                      detail=f"{e.detail}; {bmm_bytes(p) / 1e6:.1f} MB to move: {floor:.1f} us")
+
+
+def native_bmm_refusal(p: JaggedProblem, hw: HardwareSpec) -> str:
+    """Why no native bmm kernel takes this problem ("" when one does)."""
+    if p.levels != 1:
+        return "the GPU kernels take one jagged dimension"
+    if hw.arch not in NATIVE_BMM_ARCHS[hw.vendor]:
+        return f"the native jagged bmm kernels are built for {', '.join(NATIVE_BMM_ARCHS[hw.vendor])}, not {hw.arch}"
+    if p.dtype not in NATIVE_BMM_DTYPES:
+        return "the native jagged bmm kernels take bf16 / fp16 (fp32: Triton or torch.bmm)"
+    if p.align < 16:
+        return ("the native jagged bmm kernels need 16-byte aligned operands (base pointers, row strides, "
+                f"K / M and N multiples of 8) and a unit stride in y's last two dims; these are {p.align}-byte")
+    return ""
+
+
+def bmm_native_candidates(p: JaggedProblem, hw: HardwareSpec):
+    if native_bmm_refusal(p, hw):
+        return
+    launch = costs.launch_us(hw, "native")
+    base, switch_us = NATIVE_BMM_COST[hw.vendor]
+    mainloop = gemm_model.NATIVE_COST.get(base, gemm_model.DEFAULT_NATIVE_COST[hw.vendor])
+    cost = gemm_model.KernelCost(mainloop.mma_efficiency, mainloop.tile_overhead_us + switch_us, "[A]",
+                                 mainloop.fixed_us)
+    for index, (name, tm, tn, tk) in enumerate(NATIVE_BMM_KERNELS[hw.vendor]):
+        g = _gemm_view(p, tm)
+        schedule = "persistent" if hw.vendor == "nvidia" else "data_parallel"
+        e = gemm_model.tile_estimate(g, hw, gemm_model.Tiling(tm, tn, tk, 1, 1, schedule), cost,
+                                     2 * launch, f"native grouped GEMM {name}", gemm_model.HOST_US["native"])
+        yield NativeBmmConfig(index, name), _at_least_the_bytes(e, p, hw)
+
+
 def bmm_triton_candidates(p: JaggedProblem, hw: HardwareSpec):
     launch = costs.launch_us(hw, "triton")
     cost = gemm_model.TRITON_COST[(hw.vendor, "16bit")]
@@ -266,7 +327,8 @@ def bmm_triton_candidates(p: JaggedProblem, hw: HardwareSpec):
         c = TritonGemmConfig(*row)
         if p.dtype == "fp32" and c.block_m * c.block_n > FP32_MAX_TILE:
             continue
-        yield c, _bmm_estimate(p, hw, c, cost, launch, gemm_model.HOST_US["triton"], "triton grouped tiles")
+        yield c, _at_least_the_bytes(_bmm_estimate(p, hw, c, cost, launch, gemm_model.HOST_US["triton"],
+                                                   "triton grouped tiles"), p, hw)
 
 
 def bmm_vendor_estimate(p: JaggedProblem, hw: HardwareSpec) -> Estimate:
@@ -306,6 +368,35 @@ def alignment(*tensors) -> int:
             value |= t.data_ptr()
             for d in range(t.dim() - 1):
                 value |= t.stride(d) * elt
+    return value & -value
+
+
+def bmm_alignment(x, y) -> int:
+    """csrc/jagged/jagged_gpu.cpp's bmm_alignment: alignment() over x's and y's base pointers, row
+    widths and the strides that are not 1, y's unit stride being either of its last two dims (the
+    backward passes y^T); 1 when x or y has no unit stride there."""
+    def unit(t, d):
+        return t.stride(d) == 1 or t.shape[d] == 1
+
+    if not unit(x, 1):
+        return 1
+    elt = x.element_size()
+    values = [x.shape[1] * elt, x.stride(0) * elt, y.shape[-1] * elt]
+    if y.dim() == 2:
+        if not unit(y, 1):
+            return 1
+        values.append(y.stride(0) * elt)
+    else:
+        inner = 2 if unit(y, 2) else 1 if unit(y, 1) else -1
+        if inner < 0:
+            return 1
+        values.append(y.shape[1] * elt)
+        values += [y.stride(d) * elt for d in range(3) if d != inner]
+    if x.device.type != "meta":
+        values += [x.data_ptr(), y.data_ptr()]
+    value = 16
+    for v in values:
+        value |= v
     return value & -value
 
 
@@ -355,10 +446,10 @@ def problem_of(op, *args, **kwargs) -> JaggedProblem:
     if op == DENSE_BMM:
         x, offsets, y, max_L = a[:4]
         return JaggedProblem(op, offsets.shape[0] - 1, int(max_L), x.shape[0], x.shape[1], y.shape[2],
-                             _TORCH_DTYPES[str(x.dtype)], str(offsets.dtype).split(".")[1], alignment(x, y))
+                             _TORCH_DTYPES[str(x.dtype)], str(offsets.dtype).split(".")[1], bmm_alignment(x, y))
     x, y, offsets, max_L = a[:4]  # JAGGED_BMM
     return JaggedProblem(op, offsets.shape[0] - 1, int(max_L), x.shape[0], x.shape[1], y.shape[1],
-                         _TORCH_DTYPES[str(x.dtype)], str(offsets.dtype).split(".")[1], alignment(x, y))
+                         _TORCH_DTYPES[str(x.dtype)], str(offsets.dtype).split(".")[1], bmm_alignment(x, y))
 
 
 # --- the family ------------------------------------------------------------------------------------
@@ -380,6 +471,8 @@ class JaggedFamily(Family):
 
     def candidates(self, op, p, hw):
         if op in BMM_OPS:
+            for config, e in bmm_native_candidates(p, hw):
+                yield "native", config, e
             for config, e in bmm_triton_candidates(p, hw):
                 yield "triton", config, e
             if p.levels == 1:
@@ -393,8 +486,6 @@ class JaggedFamily(Family):
             yield "vendor", config, e
 
     def missing_backend_note(self, op, backend):
-        if backend == "native" and op in BMM_OPS:
-            return "no native jagged bmm kernel yet (Triton grouped tiles and pad + torch.bmm are the candidates)"
         if backend == "vendor" and op == TO_JAGGED:
             return ATEN_TO_JAGGED_NOTE
         if backend == "vendor" and op not in VENDOR_OPS and op not in BMM_OPS:
@@ -404,6 +495,8 @@ class JaggedFamily(Family):
     def absent_reason(self, op, problem, hw, backend):
         if problem.levels != 1 and backend in ("native", "triton", "vendor"):
             return "the GPU kernels take one jagged dimension (more run on the CPU)"
+        if backend == "native" and op in BMM_OPS:
+            return native_bmm_refusal(problem, hw)
         return self.missing_backend_note(op, backend)
 
     def describe(self, p):

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from mymetaops import _C, model  # noqa: F401  (_C: the schemas and C++ kernels)
+from mymetaops import _C, model  # _C: the schemas and C++ kernels
 from mymetaops.configs import TritonGemmConfig, TritonJaggedConfig
 from mymetaops.ops import dispatch
 
@@ -215,8 +215,16 @@ def _run_triton_jagged(op, config, *args):
     return t.jagged_jagged_bmm(x, y, offsets, out, max_length, TritonGemmConfig(*config), errors)
 
 
+def _native_bmm_kernels_are(vendor: str) -> bool:
+    """The model names the build's native bmm kernels by its mirror (model.jagged.NATIVE_BMM_KERNELS):
+    they are offered only where the two agree (not on the HIP-on-CUDA shim build, whose kernels are
+    hip/'s)."""
+    return list(_C._native_jagged_bmm_kernels()) == [row[0] for row in model.jagged.NATIVE_BMM_KERNELS[vendor]]
+
+
 for _op in model.jagged.OPS:
-    dispatch.register((_op,), functools.partial(_exact_problem, _op), _run_triton_jagged)
+    dispatch.register((_op,), functools.partial(_exact_problem, _op), _run_triton_jagged,
+                      _native_bmm_kernels_are if _op in model.jagged.BMM_OPS else None)
 
 
 __all__ = ["jagged_to_padded_dense", "dense_to_jagged", "jagged_dense_elementwise_add",

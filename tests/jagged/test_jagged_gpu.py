@@ -106,6 +106,64 @@ def test_bmm_every_backend(batch, max_length, dim, dtype, offsets_dtype):
             _close(ops.jagged_jagged_bmm(x, yv, offsets, max_length), want_jj, BMM_RTOL[dtype])
 
 
+def _poison_allocator():
+    """Fill a freed block with NaN, so that outputs allocated next start as NaN (a row a kernel
+    leaves unwritten then fails the comparison)."""
+    torch.full((1 << 24,), float("nan"), device="cuda")
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("y_layout", ["n_contiguous", "k_contiguous"])
+def test_bmm_past_one_tile_every_backend(dtype, y_layout):
+    """Sizes past one tile of the native grouped GEMM (128 x 256 x 64): sequences of 0..262 rows
+    truncated at 260 (several m tiles, a partial one), K = M = 136 (a K tail), N = 264 (a second n
+    tile), empty sequences; y[b] N-contiguous or K-contiguous (the backward's y^T)."""
+    x, offsets = _jagged(7, 260, 136, dtype, torch.int64, seed=3)
+    if y_layout == "n_contiguous":
+        y = torch.randn(7, 136, 264, device="cuda").to(dtype)
+    else:
+        y = torch.randn(7, 264, 136, device="cuda").to(dtype).transpose(1, 2)
+    yv = torch.randn(x.shape[0], 264, device="cuda").to(dtype)
+    want = ops.jagged_dense_bmm_forward(x.float().cpu(), offsets.cpu(), y.float().cpu(), 260)
+    want_jj = ops.jagged_jagged_bmm(x.float().cpu(), yv.float().cpu(), offsets.cpu(), 260)
+    backends = _backends("jagged_dense_bmm_forward", x, offsets, y, 260)
+    if model.detect_hardware().arch == "sm_90a":
+        assert "native" in backends
+    for backend in backends:
+        with mymetaops.use_backend(backend):
+            _poison_allocator()
+            _close(ops.jagged_dense_bmm_forward(x, offsets, y, 260), want, BMM_RTOL[dtype])
+            _poison_allocator()
+            _close(ops.jagged_jagged_bmm(x, yv, offsets, 260), want_jj, BMM_RTOL[dtype])
+
+
+@gpu
+@pytest.mark.parametrize("op", ["jagged_dense_bmm", "jagged_jagged_bmm"])
+def test_bmm_gradients_every_backend(op):
+    """bf16 forward and backward (whose GEMMs take y^T and grad^T) on every backend against the
+    float32 CPU ops."""
+    x, offsets = _jagged(6, 140, 72, torch.bfloat16, torch.int64, seed=5)
+    y = torch.randn(*((6, 72, 40) if op == "jagged_dense_bmm" else (x.shape[0], 40)), device="cuda").to(torch.bfloat16)
+
+    def run(x, y, offsets):
+        x, y = x.detach().requires_grad_(), y.detach().requires_grad_()
+        if op == "jagged_dense_bmm":
+            out = mymetaops.jagged_dense_bmm(x, offsets, y, 140)[0]
+        else:
+            out = mymetaops.jagged_jagged_bmm(x, y, offsets, 140)
+        out.backward(torch.linspace(-1, 1, out.numel(), device=out.device).reshape(out.shape).to(out.dtype))
+        return out, x.grad, y.grad
+
+    want = run(x.float().cpu(), y.float().cpu(), offsets.cpu())
+    args = (x, offsets, y, 140) if op == "jagged_dense_bmm" else (x, y, offsets, 140)
+    raw = "jagged_dense_bmm_forward" if op == "jagged_dense_bmm" else op
+    for backend in _backends(raw, *args):
+        with mymetaops.use_backend(backend):
+            for got, ref in zip(run(x, y, offsets), want):
+                _close(got, ref, BMM_RTOL[torch.bfloat16])
+
+
 @gpu
 @pytest.mark.parametrize("max_length", [0, 2, 5])
 def test_rows_without_a_position_are_zero_on_every_backend(max_length):

@@ -122,4 +122,46 @@ struct JaggedIndexSelectArgs {
 LaunchError launch_jagged_index_select(const JaggedIndexSelectArgs& args, const JaggedConfig& config,
                                        void* stream);
 
+// jagged_dense_bmm and jagged_jagged_bmm: per sequence b, over its first n_b = min(length_b,
+// max_length) rows (x_b, y_b: those rows of x and y). fp32 accumulation, one rounding to dtype.
+//   kJaggedDense:  out [total, n] contiguous: out rows of b = x_b [n_b, k] . y[b] [k, n]; every
+//                  other row of out (past max_length, before offsets[0], from offsets[batch] on) 0.
+//   kJaggedJagged: out [batch, m, n] contiguous: out[b] = x_b^T [m, n_b] . y_b [n_b, n]; a
+//                  sequence without rows gets 0.
+// Native kernels are for bf16 / fp16 with 16-byte aligned operands: base pointers, every non-unit
+// stride (bytes) and the contiguous extents (k, m, n) multiples of 16 bytes.
+enum class JaggedBmmForm : int32_t { kJaggedDense = 0, kJaggedJagged = 1 };
+
+struct JaggedBmmArgs {
+  JaggedBmmForm form;
+  DType dtype;                 // kFloat16 or kBFloat16: x, y and out
+  const void* offsets;         // [batch + 1]
+  DType offsets_dtype;         // kInt32 or kInt64
+  int64_t batch;
+  int64_t max_length;
+  int64_t total;               // rows of x (and of y, kJaggedJagged; of out, kJaggedDense)
+  int64_t m, n, k;             // kJaggedDense: k = K, n = N (m unused); kJaggedJagged: m = M, n = N (k unused)
+  const void* x;               // [total, k | m], unit column stride, row stride x_row_stride
+  int64_t x_row_stride;
+  const void* y;               // kJaggedDense: [batch, k, n], strides y_batch_stride, y_k_stride, y_n_stride
+  int64_t y_batch_stride;      //   (one of y_k_stride / y_n_stride is 1: y or y^T per sequence);
+  int64_t y_k_stride;          // kJaggedJagged: [total, n], row stride y_k_stride, unit column
+  int64_t y_n_stride;          //   stride (y_batch_stride unused)
+  void* out;
+  int64_t* errors;             // ErrorOp::kJaggedBmm: every offsets entry is checked
+  int32_t sm_count;            // of the current device
+  void* workspace;             // jagged_bmm_workspace_bytes() bytes, 256-byte aligned (nullptr when 0)
+};
+
+// Chosen by mymetaops.model (Python) and passed through unchanged: the index of the kernel in the
+// vendor's list (jagged_bmm_kernel_names).
+struct JaggedBmmConfig {
+  int32_t kernel;
+};
+
+// The native bmm kernels of this build, in JaggedBmmConfig.kernel order; *count receives how many.
+const char* const* jagged_bmm_kernel_names(int32_t* count);
+int64_t jagged_bmm_workspace_bytes(const JaggedBmmArgs& args, const JaggedBmmConfig& config);
+LaunchError launch_jagged_bmm(const JaggedBmmArgs& args, const JaggedBmmConfig& config, void* stream);
+
 }  // namespace mymetaops
