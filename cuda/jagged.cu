@@ -3,7 +3,7 @@
 //
 // Row kernels (jagged <-> dense, index_select): a group of `lanes_per_row` lanes owns output rows
 // and moves them VEC bytes per lane per access (a row wider than the group loops over its vectors).
-// The grid has one group per row (jagged <-> dense: per run of consecutive rows), up to
+// The grid has one group per row (jagged <-> dense: per run of kRowsPerRun consecutive rows), up to
 // the grid limits; groups then stride over the rest. Dense outputs are walked by position (b, j),
 // jagged outputs by row; a run finds its first row's sequence once (jagged outputs: a binary search
 // of the offsets) and steps through the sequences from there.
@@ -70,7 +70,6 @@ struct CudaTypes {
   using BFloat16 = __nv_bfloat16;
 };
 
-
 // The calling lane's group of 2^lanes_log2 lanes, numbered over the grid (fewer than 2^32 groups:
 // launch::grid_for).
 __device__ __forceinline__ uint32_t group_in_grid(int lanes_log2) {
@@ -121,7 +120,7 @@ struct DenseParams {
   char* out;
   int64_t out_row_bytes;
   int64_t rows;           // output rows (batch * max_length or total); 0: only check the offsets
-  int64_t rows_per_pass;  // groups in the grid: runs per pass
+  int64_t rows_per_pass;  // groups in the grid: runs of kRowsPerRun rows per pass
   int64_t pass_b, pass_j;  // a pass's rows as whole sequences and positions (dense walks)
   int64_t* errors;
   ErrorOp error_op;
@@ -161,12 +160,10 @@ constexpr int kRowsInFlight = 2;
 // sequence up once and steps from row to row. With one lookup per row (a binary search of the
 // offsets for jagged outputs) and two rows per group, the jagged-output kernels ran at 48-71% of
 // the copy bandwidth and the dense ones at 79-84% on the H200 (2026-12-01); with runs of 8 rows at
-// 85-92%, but for the jagged outputs of 256-byte rows at 4096 sequences (82-85%): a group's binary
-// search (13 dependent L2 reads) took as long as moving its 8 rows, so those runs are 16 rows.
-constexpr int kRowsPerDenseRun = 8;
-constexpr int kRowsPerJaggedRun = 16;
-static_assert(kRowsPerDenseRun % kRowsInFlight == 0 && kRowsPerJaggedRun % kRowsInFlight == 0,
-              "a run is whole steps");
+// 82-92%. Runs of 16 rows for the jagged outputs ran slower at 4096 sequences of 256-byte rows
+// (79-81% against 82-85%: fewer groups with work in flight), so 8 it is for both walks.
+constexpr int kRowsPerRun = 8;
+static_assert(kRowsPerRun % kRowsInFlight == 0, "a run is whole steps");
 
 // One step of a dense walk: position (b, j) advanced by `rows` rows given as (whole sequences,
 // positions), so the loop needs no 64-bit division.
@@ -180,8 +177,8 @@ __device__ __forceinline__ void advance(int64_t& b, int64_t& j, const DenseParam
 }
 
 // kToPaddedDense and kAddDense: output row b * max_length + j is position (b, j). Group g owns
-// the runs g, g + rows_per_pass, ... (run i: rows i * kRowsPerDenseRun onwards) and moves
-// kRowsInFlight rows per step. Positions without a row copy the padding or the dense row bit for bit, as the CPU
+// the runs g, g + rows_per_pass, ... (run i: rows i * kRowsPerRun onwards) and moves kRowsInFlight
+// rows per step. Positions without a row copy the padding or the dense row bit for bit, as the CPU
 // kernels do.
 template <typename T, typename IndexT, int VEC, bool kAdd>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
@@ -190,21 +187,21 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   check_offsets(offsets, p.batch, p.total, p.errors, p.error_op, thread_in_grid(),
                 threads_in_grid());
   const uint32_t group = group_in_grid(lanes_log2);
-  if (static_cast<int64_t>(group) * kRowsPerDenseRun >= p.rows) return;  // also max_length == 0
+  if (static_cast<int64_t>(group) * kRowsPerRun >= p.rows) return;  // also max_length == 0
   const int lanes = 1 << lanes_log2;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
-  // Position (b, j) of row group * kRowsPerDenseRun, in 32-bit divisions (a 64-bit one is a call that
-  // spills): group = q * max_length + r, and r * kRowsPerDenseRun = q2 * max_length + j.
+  // Position (b, j) of row group * kRowsPerRun, in 32-bit divisions (a 64-bit one is a call that
+  // spills): group = q * max_length + r, and r * kRowsPerRun = q2 * max_length + j.
   int64_t b = 0, j = 0;
-  if (p.max_length <= UINT32_MAX / kRowsPerDenseRun) {
+  if (p.max_length <= UINT32_MAX / kRowsPerRun) {
     const auto length = static_cast<uint32_t>(p.max_length);
     const uint32_t q = group / length;
-    const uint32_t r = (group - q * length) * kRowsPerDenseRun;
+    const uint32_t r = (group - q * length) * kRowsPerRun;
     const uint32_t q2 = r / length;
-    b = static_cast<int64_t>(q) * kRowsPerDenseRun + q2;
+    b = static_cast<int64_t>(q) * kRowsPerRun + q2;
     j = r - q2 * length;
   } else {  // max_length > 2^29 and the row below 2^35: fewer than 64 sequences precede it
-    j = static_cast<int64_t>(group) * kRowsPerDenseRun;
+    j = static_cast<int64_t>(group) * kRowsPerRun;
     while (j >= p.max_length) {
       j -= p.max_length;
       ++b;
@@ -218,7 +215,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     int64_t rb = b, rj = j;  // the run's current position
     Seq s = sequence(offsets, rb, p.total);
 #pragma unroll 1
-    for (int step = 0; step < kRowsPerDenseRun; step += kRowsInFlight) {
+    for (int step = 0; step < kRowsPerRun; step += kRowsInFlight) {
       bool live[kRowsInFlight], has_row[kRowsInFlight];
       const char* x_row[kRowsInFlight];
       const char* dense_row[kRowsInFlight];
@@ -260,7 +257,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
 }
 
 // kToJagged, kAddJagged and kMul: output row r, at position (b, r - start) if it has one. Group g
-// owns the runs g, g + rows_per_pass, ... (run i: rows i * kRowsPerJaggedRun onwards) and moves
+// owns the runs g, g + rows_per_pass, ... (run i: rows i * kRowsPerRun onwards) and moves
 // kRowsInFlight rows per step. A run searches the offsets for its first row; a later row past its
 // sequence's end searches the sequences after it (so empty sequences and rows outside every
 // sequence take no special case).
@@ -273,8 +270,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
   const int lanes = 1 << lanes_log2;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
 #pragma unroll 1
-  for (int64_t run = group_in_grid(lanes_log2); run * kRowsPerJaggedRun < p.rows; run += p.rows_per_pass) {
-    const int64_t first = run * kRowsPerJaggedRun, end = min(first + kRowsPerJaggedRun, p.rows);
+  for (int64_t run = group_in_grid(lanes_log2); run * kRowsPerRun < p.rows; run += p.rows_per_pass) {
+    const int64_t first = run * kRowsPerRun, end = min(first + kRowsPerRun, p.rows);
     // b: the last sequence with offsets[b] <= row (-1: none), s its clamped rows.
     int64_t b = last_start_at_or_before(offsets, p.batch, first);
     Seq s = b >= 0 ? sequence(offsets, b, p.total) : Seq{0, 0};
@@ -766,11 +763,10 @@ LaunchError launch_jagged_dense(const JaggedDenseArgs& a, const JaggedConfig& c,
   p.errors = a.errors;
   p.error_op = a.error_op;
   if (p.rows == 0 && a.errors == nullptr) return nullptr;
-  // One group per run of rows.
-  const int64_t run_rows = dense_out ? kRowsPerDenseRun : kRowsPerJaggedRun;
-  const launch::Grid grid = row_grid((p.rows + run_rows - 1) / run_rows, c);
+  // One group per run of kRowsPerRun rows.
+  const launch::Grid grid = row_grid((p.rows + kRowsPerRun - 1) / kRowsPerRun, c);
   p.rows_per_pass = grid.items_per_pass;  // runs
-  const int64_t pass_rows = p.rows_per_pass * run_rows;
+  const int64_t pass_rows = p.rows_per_pass * kRowsPerRun;
   p.pass_b = a.max_length > 0 ? pass_rows / a.max_length : 0;
   p.pass_j = a.max_length > 0 ? pass_rows % a.max_length : 0;
   auto s = static_cast<cudaStream_t>(stream);

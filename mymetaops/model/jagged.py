@@ -48,9 +48,9 @@ MEMORY_OPS = DENSE_OPS + (SOFTMAX, SOFTMAX_BACKWARD, INDEX_SELECT, INDEX_SELECT_
 BMM_OPS = (DENSE_BMM, JAGGED_BMM)
 OPS = MEMORY_OPS + BMM_OPS
 JAGGED_OUTPUT = (TO_JAGGED, ADD_JAGGED, MUL)  # rows find their sequence by a binary search
-# Rows per offsets search of the native kernels: cuda/jagged.cu's groups own runs of kRowsPerJaggedRun
+# Rows per offsets search of the native kernels: cuda/jagged.cu's groups own runs of kRowsPerRun
 # consecutive rows and search once per run; hip/jagged.hip searches per row.
-NATIVE_ROWS_PER_SEARCH = {"nvidia": 16, "amd": 1}
+NATIVE_ROWS_PER_SEARCH = {"nvidia": 8, "amd": 1}
 
 # --- streaming kernels ---------------------------------------------------------------------------
 NATIVE_BLOCK_THREADS = 256  # [A] as embedding_bag's (128-512 ran within 2% there)
