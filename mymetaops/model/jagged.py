@@ -99,6 +99,10 @@ NATIVE_BMM_DTYPES = ("bf16", "fp16")
 # (gemm_kernels.NATIVE_COST), plus per tile the rebuild of the TMA descriptors when a CTA moves to
 # another sequence's tile (nearly every tile: a sequence has a few tiles, a wave 132).
 NATIVE_BMM_COST = {"nvidia": ("bf16_128x256x64_c2x1_coop", 0.5), "amd": (None, 0.0)}
+# Share of the achievable DRAM bandwidth the grouped GEMM streams its bytes at where they bound it:
+# [M] H200 2026-12-01 (bench/jagged run 4): 3.28-3.47 TB/s = 0.77-0.81 of 4.27 (jagged_jagged_bmm
+# at both shapes, jagged_dense_bmm at (4096, 256, 128)); [A] the same on AMD.
+NATIVE_BMM_STREAM_SHARE = {"nvidia": 0.8, "amd": 0.8}
 # [D] fp32 operands (an ieee-precision dot, no tensor cores) spill with tiles over 64x64 on sm_90,
 # gfx942 and gfx950 (scripts/check_triton_targets.py).
 FP32_MAX_TILE = 64 * 64
@@ -280,10 +284,11 @@ def bmm_bytes(p: JaggedProblem) -> float:
     return (used * p.dim + used * p.n + p.batch * p.dim * p.n) * p.elt  # x [T, M], y [T, N], out [B, M, N]
 
 
-def _at_least_the_bytes(e: Estimate, p: JaggedProblem, hw: HardwareSpec) -> Estimate:
+def _at_least_the_bytes(e: Estimate, p: JaggedProblem, hw: HardwareSpec, share: float = 1.0) -> Estimate:
     """The GEMM view counts one B operand; y (jagged_dense_bmm) and out (jagged_jagged_bmm) are one
-    [N, K] matrix per sequence: no estimate may beat moving them."""
-    floor = bmm_bytes(p) / (hw.achievable_hbm_tbps * 1e6)
+    [N, K] matrix per sequence: no estimate may beat moving them at `share` of the achievable DRAM
+    bandwidth."""
+    floor = bmm_bytes(p) / (hw.achievable_hbm_tbps * 1e6 * share)
     if e.time_us >= floor:
         return e
     return e._replace(time_us=floor, bound="memory",
@@ -317,7 +322,7 @@ def bmm_native_candidates(p: JaggedProblem, hw: HardwareSpec):
         schedule = "persistent" if hw.vendor == "nvidia" else "data_parallel"
         e = gemm_model.tile_estimate(g, hw, gemm_model.Tiling(tm, tn, tk, 1, 1, schedule), cost,
                                      2 * launch, f"native grouped GEMM {name}", gemm_model.HOST_US["native"])
-        yield NativeBmmConfig(index, name), _at_least_the_bytes(e, p, hw)
+        yield NativeBmmConfig(index, name), _at_least_the_bytes(e, p, hw, NATIVE_BMM_STREAM_SHARE[hw.vendor])
 
 
 def bmm_triton_candidates(p: JaggedProblem, hw: HardwareSpec):
