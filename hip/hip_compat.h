@@ -402,6 +402,43 @@ struct Fp8Mfma<Cdna::kGfx950> {
   }
 };
 
+// Whether this build runs on MFMA hardware (AMD). Through the shim, MFMA kernels that opt in
+// compute each MFMA block with plain fp32 FMAs instead (same tile, same accumulator layout), so
+// their tiling and index logic is tested on NVIDIA GPUs; kernels choose with `if constexpr`.
+#if defined(__HIP_PLATFORM_AMD__)
+constexpr bool kHasMfma = true;
+#else
+constexpr bool kHasMfma = false;
+#endif
+
+// The 16-bit float MFMA on a 32x32 output block, K = 8: v_mfma_f32_32x32x8_bf16 (kBf16) or
+// v_mfma_f32_32x32x8_f16 (gfx942 / gfx950 names; gfx90a calls them ..._32x32x8bf16_1k and
+// ..._32x32x8f16). acc has Fp8Mfma's layout. Lane l gives row l % 32 of A and column l % 32 of B,
+// 4 values each in two words (low half first): as with Fp8Mfma, values are paired by (lane half,
+// slot), so any assignment of k to them works as long as A and B use the same one. Elsewhere (the
+// host pass, the shim) a trap: kernels keep the call out of their bodies there (kHasMfma).
+template <bool kBf16>
+__device__ inline F32x16 mfma_32x32x8_16bit(uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1,
+                                            F32x16 acc) {
+#if defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__)
+  using U32x2 = uint32_t __attribute__((ext_vector_type(2)));
+  const U32x2 a = {a0, a1}, b = {b0, b1};
+  if constexpr (kBf16) {
+    using S16x4 = short __attribute__((ext_vector_type(4)));
+    return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(bit_cast<S16x4>(a), bit_cast<S16x4>(b), acc, 0,
+                                                    0, 0);
+  } else {
+    using F16x4 = _Float16 __attribute__((ext_vector_type(4)));
+    return __builtin_amdgcn_mfma_f32_32x32x8f16(bit_cast<F16x4>(a), bit_cast<F16x4>(b), acc, 0, 0,
+                                                0);
+  }
+#else
+  (void)a0, (void)a1, (void)b0, (void)b1;
+  trap();
+  return acc;
+#endif
+}
+
 // 16-byte LDS access (ds_read_b128 / ds_write_b128) and 16-byte global load.
 __device__ inline U32x4 load16(const void* p) { return *static_cast<const U32x4*>(p); }
 __device__ inline void store16(void* p, U32x4 v) { *static_cast<U32x4*>(p) = v; }

@@ -81,6 +81,11 @@ REQUIRED_MFMA=(
   # hip/gemm/fp8_gemm.hip: fp8_gemm_kernel<Gfx942Fp8Tile<BM, BN, WM, WN>, Out, kPartial>
   "gfx942   fp8_gemm_kernel<.*Gfx942Fp8Tile<     v_mfma_f32_32x32x16_fp8_fp8"
   "gfx950   fp8_gemm_kernel<.*Gfx950Fp8Tile<     v_mfma_(scale_)?f32_32x32x64_f8f6f4"
+  # hip/jagged_bmm.hip: jagged_bmm_kernel<T, I, form, B's major>, the 16-bit MFMA of its dtype
+  "gfx942   jagged_bmm_kernel<[^,]*BFloat16,        v_mfma_f32_32x32x8_bf16"
+  "gfx950   jagged_bmm_kernel<[^,]*BFloat16,        v_mfma_f32_32x32x8_bf16"
+  "gfx942   jagged_bmm_kernel<[^,]*Half,            v_mfma_f32_32x32x8_f16"
+  "gfx950   jagged_bmm_kernel<[^,]*Half,            v_mfma_f32_32x32x8_f16"
 )
 
 WARNINGS=(-Wall -Wextra -Werror)

@@ -128,8 +128,9 @@ def test_bmm_past_one_tile_every_backend(dtype, y_layout):
     want = ops.jagged_dense_bmm_forward(x.float().cpu(), offsets.cpu(), y.float().cpu(), 260)
     want_jj = ops.jagged_jagged_bmm(x.float().cpu(), yv.float().cpu(), offsets.cpu(), 260)
     backends = _backends("jagged_dense_bmm_forward", x, offsets, y, 260)
-    if model.detect_hardware().arch == "sm_90a":
-        assert "native" in backends
+    hw = model.detect_hardware()
+    if hw.arch == "sm_90a" and dispatch.native_available("jagged_dense_bmm_forward", hw.vendor):
+        assert "native" in backends  # (the HIP-on-CUDA shim build carries hip/'s kernels: none here)
     for backend in backends:
         with mymetaops.use_backend(backend):
             _poison_allocator()
