@@ -4,7 +4,6 @@
 // Native kernels are called through the torch-free launcher ABI (mymetaops/embedding_bag.h:
 // cuda/ or hip/); Triton candidates through their Python launchers; the vendor candidate is
 // torch's own kernel. Compiled only when torch has CUDA or ROCm (torch's build hipifies it).
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/_embedding_bag_forward_only.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sort.h>
@@ -16,6 +15,7 @@
 
 #include "../dispatch/device_errors.h"
 #include "../dispatch/dispatch.h"
+#include "../dispatch/launch_gpu.h"
 #include "embedding_bag.h"
 #include "mymetaops/embedding_bag.h"
 
@@ -23,20 +23,14 @@ namespace mymetaops::embedding_bag {
 namespace {
 
 using dispatch::Backend;
+using dispatch::check_launch;
+using dispatch::current_stream;
 using dispatch::Decision;
 using OptTensor = std::optional<at::Tensor>;
 
 constexpr const char* kForward = "embedding_bag";
 constexpr const char* kBackward = "embedding_bag_backward";
 constexpr const char* kPswBackward = "embedding_bag_per_sample_weights_backward";
-
-void* current_stream(const at::Device& device) {
-  return at::cuda::getCurrentCUDAStream(device.index()).stream();
-}
-
-void check_launch(LaunchError error, const char* op) {
-  TORCH_CHECK(error == nullptr, op, " (native kernel): ", error);
-}
 
 EmbeddingBagConfig native_config(const Decision& d, const char* op) {
   TORCH_CHECK(d.size == 4, op, ": a native config is [vec_bytes, lanes_per_bag, unroll, block_threads]");

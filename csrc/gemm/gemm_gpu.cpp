@@ -3,7 +3,6 @@
 // asked once per bucket), launch. No host synchronization. Native kernels go through the
 // torch-free launcher ABI (mymetaops/gemm.h: cuda/gemm or hip/gemm); Triton candidates through
 // their Python launchers; the vendor candidates are torch._scaled_mm and torch.mm.
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/_scaled_mm.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
@@ -12,12 +11,15 @@
 #include <torch/library.h>
 
 #include "../dispatch/dispatch.h"
+#include "../dispatch/launch_gpu.h"
 #include "gemm.h"
 
 namespace mymetaops::gemm {
 namespace {
 
 using dispatch::Backend;
+using dispatch::check_launch;
+using dispatch::current_stream;
 using dispatch::Decision;
 
 constexpr const char* kFp8Gemm = "fp8_gemm";
@@ -39,14 +41,6 @@ int64_t size_bucket(int64_t x) {
   if (x <= kSmallLimit) return (x + kSmallStep - 1) / kSmallStep * kSmallStep;
   if (x <= kFineLimit) return (x + kFineStep - 1) / kFineStep * kFineStep;
   return kFineLimit + dispatch::log2_bucket(static_cast<double>(x), kCoarseSteps);
-}
-
-void* current_stream(const at::Device& device) {
-  return at::cuda::getCurrentCUDAStream(device.index()).stream();
-}
-
-void check_launch(LaunchError error, const char* op) {
-  TORCH_CHECK(error == nullptr, op, " (native kernel): ", error);
 }
 
 GemmConfig native_config(at::IntArrayRef config, const char* op) {

@@ -20,6 +20,7 @@
 
 #include "../dispatch/device_errors.h"
 #include "../dispatch/dispatch.h"
+#include "../dispatch/launch_gpu.h"
 #include "jagged.h"
 #include "mymetaops/jagged.h"
 
@@ -27,6 +28,8 @@ namespace mymetaops::jagged {
 namespace {
 
 using dispatch::Backend;
+using dispatch::check_launch;
+using dispatch::current_stream;
 using dispatch::Decision;
 
 // The model's op names (mymetaops/model/jagged.py).
@@ -52,10 +55,6 @@ DType launcher_dtype(at::ScalarType t) {
     default: TORCH_CHECK(false, "jagged ops on the GPU take float32, float16 or bfloat16 values, got ", t);
   }
 }
-
-void* current_stream(const at::Device& device) { return at::cuda::getCurrentCUDAStream(device.index()).stream(); }
-
-void check_launch(LaunchError error, const char* op) { TORCH_CHECK(error == nullptr, op, " (native kernel): ", error); }
 
 JaggedConfig native_config(const Decision& d, const char* op) {
   TORCH_CHECK(d.size == 3, op, ": a native config is [vec_bytes, lanes_per_row, block_threads]");

@@ -107,7 +107,9 @@ struct Arrays {
 };
 
 constexpr int64_t kWorkspaceAlign = 256;
-inline int64_t aligned(int64_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+inline int64_t aligned(int64_t bytes) {
+  return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
 
 template <class G>
 int64_t array_bytes(int64_t batch) {
@@ -165,7 +167,8 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups(JaggedBmmArgs 
   const int64_t out_row_bytes = p.n * static_cast<int64_t>(sizeof(E));
   if constexpr (kDense) {  // rows before offsets[0] and from offsets[batch] on (all when batch = 0)
     if (b == 0) zero_rows(out, out_row_bytes, 0, clamped_offset(offsets, 0, p.total));
-    if (b == static_cast<int64_t>(gridDim.x) - 1) zero_rows(out, out_row_bytes, clamped_offset(offsets, p.batch, p.total), p.total);
+    if (b == static_cast<int64_t>(gridDim.x) - 1)
+      zero_rows(out, out_row_bytes, clamped_offset(offsets, p.batch, p.total), p.total);
   }
   if (b >= p.batch) return;
   const Seq s = sequence(offsets, b, p.total);
