@@ -119,6 +119,12 @@ TORCH_LIBRARY(mymetaops, m) {
   m.def(
       "_jagged_jagged_bmm_check(Tensor x_values, Tensor y_values, Tensor x_offsets, int max_L) -> ()");
   m.def("_jagged_index_select_check(Tensor values, Tensor lengths, Tensor indices) -> ()");
+  // The two bmm through one native kernel (config = [index into _C._native_jagged_bmm_kernels()]),
+  // past the model: kernel tests and sweeps (GPU builds only).
+  m.def("_jagged_dense_bmm_native(Tensor x_values, Tensor x_offsets, Tensor y, int max_L, int[] config) -> Tensor");
+  m.def(
+      "_jagged_jagged_bmm_native(Tensor x_values, Tensor y_values, Tensor x_offsets, int max_L, int[] config) "
+      "-> Tensor");
   m.def(
       "_jagged_index_select_backward_check(Tensor grad_output, Tensor lengths, Tensor indices, "
       "SymInt num_input_rows) -> ()");

@@ -387,10 +387,17 @@ int64_t bmm_alignment(const at::Tensor& x, const at::Tensor& y) {
   return static_cast<int64_t>(all & (~all + 1));
 }
 
-// The native grouped GEMM (cuda/jagged_bmm/, hip/jagged_bmm.hip) of a decision; out preallocated.
-void run_native_bmm(const char* op, JaggedBmmArgs a, const Decision& d, const at::Tensor& out) {
-  TORCH_CHECK(d.size == 1, op, ": a native bmm config is [kernel]");
-  const JaggedBmmConfig config{static_cast<int32_t>(d.config[0])};
+JaggedBmmConfig native_bmm_config(at::IntArrayRef config, const char* op) {
+  TORCH_CHECK_VALUE(config.size() == 1, op, ": a native bmm config is [kernel], got ", config);
+  int32_t count = 0;
+  jagged_bmm_kernel_names(&count);
+  TORCH_CHECK_VALUE(config[0] >= 0 && config[0] < count, op, ": kernel ", config[0],
+                    " is not an index of the build's native bmm kernels (", count, ")");
+  return {static_cast<int32_t>(config[0])};
+}
+
+// The native grouped GEMM (cuda/jagged_bmm/, hip/jagged_bmm.hip) with this config; out preallocated.
+void run_native_bmm(const char* op, JaggedBmmArgs a, const JaggedBmmConfig& config, const at::Tensor& out) {
   const at::Device device = out.device();
   a.out = out.data_ptr();
   a.errors = dispatch::device_error_record(device);
@@ -447,7 +454,8 @@ at::Tensor dense_bmm_cuda(const at::Tensor& x, const at::Tensor& offsets_in, con
   const Decision d = decide(kDenseBmm, x.device(), s);
   if (d.backend == Backend::kNative) {
     at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());
-    run_native_bmm(kDenseBmm, bmm_args(JaggedBmmForm::kJaggedDense, x, offsets, y, max_L), d, out);
+    run_native_bmm(kDenseBmm, bmm_args(JaggedBmmForm::kJaggedDense, x, offsets, y, max_L),
+                   native_bmm_config(d.config_ref(), kDenseBmm), out);
     return out;
   }
   if (d.backend == Backend::kVendor) {
@@ -469,7 +477,8 @@ at::Tensor jagged_bmm_cuda(const at::Tensor& x, const at::Tensor& y, const at::T
   const Decision d = decide(kJaggedBmm, x.device(), s);
   if (d.backend == Backend::kNative) {
     at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
-    run_native_bmm(kJaggedBmm, bmm_args(JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L), d, out);
+    run_native_bmm(kJaggedBmm, bmm_args(JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L),
+                   native_bmm_config(d.config_ref(), kJaggedBmm), out);
     return out;
   }
   if (d.backend == Backend::kVendor) {
@@ -479,6 +488,30 @@ at::Tensor jagged_bmm_cuda(const at::Tensor& x, const at::Tensor& y, const at::T
   TORCH_CHECK(d.backend == Backend::kTriton, kJaggedBmm, ": unknown backend");
   at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
   return dispatch::run_triton(kJaggedBmm, d, {x, y, offsets, out, max_L, errors_tensor(x.device())});
+}
+
+at::Tensor dense_bmm_native(const at::Tensor& x, const at::Tensor& offsets_in, const at::Tensor& y, int64_t max_L,
+                            at::IntArrayRef config) {
+  constexpr const char* op = "_jagged_dense_bmm_native";
+  const c10::cuda::CUDAGuard guard(x.device());
+  check_dense_bmm(x, offsets_in, y, max_L);
+  dispatch::raise_recorded_error(x.device());
+  const at::Tensor offsets = offsets_in.contiguous();
+  at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());
+  run_native_bmm(op, bmm_args(JaggedBmmForm::kJaggedDense, x, offsets, y, max_L), native_bmm_config(config, op), out);
+  return out;
+}
+
+at::Tensor jagged_bmm_native(const at::Tensor& x, const at::Tensor& y, const at::Tensor& offsets_in, int64_t max_L,
+                             at::IntArrayRef config) {
+  constexpr const char* op = "_jagged_jagged_bmm_native";
+  const c10::cuda::CUDAGuard guard(x.device());
+  check_jagged_bmm(x, y, offsets_in, max_L);
+  dispatch::raise_recorded_error(x.device());
+  const at::Tensor offsets = offsets_in.contiguous();
+  at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
+  run_native_bmm(op, bmm_args(JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L), native_bmm_config(config, op), out);
+  return out;
 }
 
 std::vector<std::string> native_bmm_kernels() {
@@ -503,6 +536,8 @@ TORCH_LIBRARY_IMPL(mymetaops, CUDA, m) {
   m.impl("jagged_index_select_backward", &index_select_backward_cuda);
   m.impl("jagged_dense_bmm_forward", &dense_bmm_cuda);
   m.impl("jagged_jagged_bmm", &jagged_bmm_cuda);
+  m.impl("_jagged_dense_bmm_native", &dense_bmm_native);
+  m.impl("_jagged_jagged_bmm_native", &jagged_bmm_native);
 }
 
 }  // namespace mymetaops::jagged

@@ -163,6 +163,16 @@ def _jagged_bmm_fake(x_values, y_values, x_offsets, max_L):
     return x_values.new_empty((x_offsets.shape[0] - 1, x_values.shape[1], y_values.shape[1]))
 
 
+@torch.library.register_fake("mymetaops::_jagged_dense_bmm_native")
+def _dense_bmm_native_fake(x_values, x_offsets, y, max_L, config):
+    return _dense_bmm_fake(x_values, x_offsets, y, max_L)
+
+
+@torch.library.register_fake("mymetaops::_jagged_jagged_bmm_native")
+def _jagged_bmm_native_fake(x_values, y_values, x_offsets, max_L, config):
+    return _jagged_bmm_fake(x_values, y_values, x_offsets, max_L)
+
+
 @torch.library.register_fake("mymetaops::jagged_index_select")
 def _index_select_fake(values, lengths, indices, num_dense_output_rows=None):
     _ops._jagged_index_select_check(values, lengths, indices)

@@ -140,6 +140,39 @@ def test_bmm_past_one_tile_every_backend(dtype, y_layout):
 
 
 @gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("offsets_dtype", [torch.int32, torch.int64])
+def test_every_native_bmm_kernel_of_the_build(dtype, offsets_dtype):
+    """Each native bmm kernel the build has, called past the model (the CUDA build: cuda/jagged_bmm;
+    the HIP-on-CUDA shim build: hip/jagged_bmm.hip, its MFMA step as FMAs): y and y^T, sequences
+    empty, within and past max_length, rows before offsets[0] and after offsets[B], outputs
+    poisoned with NaN first."""
+    from mymetaops import _C
+    kernels = list(_C._native_jagged_bmm_kernels())
+    if not kernels:
+        pytest.skip("this build has no native bmm kernel")
+    g = torch.Generator().manual_seed(11)
+    lengths = torch.tensor([0, 1, 37, 200, 131, 0, 140])
+    offsets = torch.cat([torch.tensor([3]), 3 + lengths.cumsum(0)]).to(offsets_dtype).cuda()
+    x = torch.randn(int(offsets[-1]) + 5, 72, generator=g).to(dtype).cuda()  # 3 rows before, 5 after
+    y = torch.randn(7, 72, 40, generator=g).to(dtype).cuda()
+    yt = torch.randn(7, 40, 72, generator=g).to(dtype).cuda().transpose(1, 2)
+    yv = torch.randn(x.shape[0], 40, generator=g).to(dtype).cuda()
+    for index in range(len(kernels)):
+        for w in (y, yt):
+            want = ops.jagged_dense_bmm_forward(x.float().cpu(), offsets.cpu(), w.float().cpu(), 136)
+            _poison_allocator()
+            _close(ops._jagged_dense_bmm_native(x, offsets, w, 136, [index]), want, BMM_RTOL[dtype])
+        want = ops.jagged_jagged_bmm(x.float().cpu(), yv.float().cpu(), offsets.cpu(), 136)
+        _poison_allocator()
+        _close(ops._jagged_jagged_bmm_native(x, yv, offsets, 136, [index]), want, BMM_RTOL[dtype])
+    with pytest.raises(ValueError, match="not an index of the build's native bmm kernels"):
+        ops._jagged_dense_bmm_native(x, offsets, y, 136, [len(kernels)])
+    with pytest.raises(RuntimeError, match="bfloat16 or float16"):
+        ops._jagged_dense_bmm_native(x.float(), offsets, y.float(), 136, [0])
+
+
+@gpu
 @pytest.mark.parametrize("op", ["jagged_dense_bmm", "jagged_jagged_bmm"])
 def test_bmm_gradients_every_backend(op):
     """bf16 forward and backward (whose GEMMs take y^T and grad^T) on every backend against the
