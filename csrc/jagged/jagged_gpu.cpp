@@ -396,18 +396,6 @@ JaggedBmmConfig native_bmm_config(at::IntArrayRef config, const char* op) {
   return {static_cast<int32_t>(config[0])};
 }
 
-// The native grouped GEMM (cuda/jagged_bmm/, hip/jagged_bmm.hip) with this config; out preallocated.
-void run_native_bmm(const char* op, JaggedBmmArgs a, const JaggedBmmConfig& config, const at::Tensor& out) {
-  const at::Device device = out.device();
-  a.out = out.data_ptr();
-  a.errors = dispatch::device_error_record(device);
-  a.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t bytes = jagged_bmm_workspace_bytes(a, config);
-  const at::Tensor workspace = at::empty({std::max<int64_t>(bytes, 1)}, out.options().dtype(at::kByte));
-  a.workspace = workspace.data_ptr();
-  check_launch(launch_jagged_bmm(a, config, current_stream(device)), op);
-}
-
 JaggedBmmArgs bmm_args(JaggedBmmForm form, const at::Tensor& x, const at::Tensor& offsets, const at::Tensor& y,
                        int64_t max_L) {
   JaggedBmmArgs a{};
@@ -436,6 +424,29 @@ JaggedBmmArgs bmm_args(JaggedBmmForm form, const at::Tensor& x, const at::Tensor
   return a;
 }
 
+// The output of a bmm: [total, N] (jagged_dense_bmm) or [B, M, N] (jagged_jagged_bmm).
+at::Tensor bmm_out(JaggedBmmForm form, const at::Tensor& x, const at::Tensor& offsets, const at::Tensor& y) {
+  return form == JaggedBmmForm::kJaggedDense ? at::empty({x.size(0), y.size(2)}, x.options())
+                                             : at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
+}
+
+// The native grouped GEMM (cuda/jagged_bmm/, hip/jagged_bmm.hip) of `config` for one form: the
+// output allocated, the launch made.
+at::Tensor native_bmm(const char* op, JaggedBmmForm form, const at::Tensor& x, const at::Tensor& offsets,
+                      const at::Tensor& y, int64_t max_L, const JaggedBmmConfig& config) {
+  at::Tensor out = bmm_out(form, x, offsets, y);
+  const at::Device device = out.device();
+  JaggedBmmArgs a = bmm_args(form, x, offsets, y, max_L);
+  a.out = out.data_ptr();
+  a.errors = dispatch::device_error_record(device);
+  a.sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t bytes = jagged_bmm_workspace_bytes(a, config);
+  const at::Tensor workspace = at::empty({std::max<int64_t>(bytes, 1)}, out.options().dtype(at::kByte));
+  a.workspace = workspace.data_ptr();
+  check_launch(launch_jagged_bmm(a, config, current_stream(device)), op);
+  return out;
+}
+
 // The conversions of the pad + torch.bmm path: this family's (aten's dense_to_jagged leaves rows
 // unwritten; its jagged_to_padded_dense fails past 2^31 elements), chosen by the model even when the
 // bmm's backend is forced (dense_to_jagged has no vendor candidate: forcing vendor raised, H200).
@@ -453,17 +464,15 @@ at::Tensor dense_bmm_cuda(const at::Tensor& x, const at::Tensor& offsets_in, con
                 bmm_alignment(x, y)};
   const Decision d = decide(kDenseBmm, x.device(), s);
   if (d.backend == Backend::kNative) {
-    at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());
-    run_native_bmm(kDenseBmm, bmm_args(JaggedBmmForm::kJaggedDense, x, offsets, y, max_L),
-                   native_bmm_config(d.config_ref(), kDenseBmm), out);
-    return out;
+    return native_bmm(kDenseBmm, JaggedBmmForm::kJaggedDense, x, offsets, y, max_L,
+                      native_bmm_config(d.config_ref(), kDenseBmm));
   }
   if (d.backend == Backend::kVendor) {
     const dispatch::AutoBackendScope conversions_by_the_model;  // parts of this candidate
     return dense_to_jagged_cuda(at::bmm(padded(x, offsets, max_L), y), {offsets}, c10::SymInt(x.size(0)));
   }
   TORCH_CHECK(d.backend == Backend::kTriton, kDenseBmm, ": unknown backend");
-  at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());
+  const at::Tensor out = bmm_out(JaggedBmmForm::kJaggedDense, x, offsets, y);
   return dispatch::run_triton(kDenseBmm, d, {x, offsets, y, out, max_L, errors_tensor(x.device())});
 }
 
@@ -476,17 +485,15 @@ at::Tensor jagged_bmm_cuda(const at::Tensor& x, const at::Tensor& y, const at::T
                 bmm_alignment(x, y)};
   const Decision d = decide(kJaggedBmm, x.device(), s);
   if (d.backend == Backend::kNative) {
-    at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
-    run_native_bmm(kJaggedBmm, bmm_args(JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L),
-                   native_bmm_config(d.config_ref(), kJaggedBmm), out);
-    return out;
+    return native_bmm(kJaggedBmm, JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L,
+                      native_bmm_config(d.config_ref(), kJaggedBmm));
   }
   if (d.backend == Backend::kVendor) {
     const dispatch::AutoBackendScope conversions_by_the_model;  // parts of this candidate
     return at::bmm(padded(x, offsets, max_L).transpose(1, 2), padded(y, offsets, max_L));
   }
   TORCH_CHECK(d.backend == Backend::kTriton, kJaggedBmm, ": unknown backend");
-  at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
+  const at::Tensor out = bmm_out(JaggedBmmForm::kJaggedJagged, x, offsets, y);
   return dispatch::run_triton(kJaggedBmm, d, {x, y, offsets, out, max_L, errors_tensor(x.device())});
 }
 
@@ -497,9 +504,7 @@ at::Tensor dense_bmm_native(const at::Tensor& x, const at::Tensor& offsets_in, c
   check_dense_bmm(x, offsets_in, y, max_L);
   dispatch::raise_recorded_error(x.device());
   const at::Tensor offsets = offsets_in.contiguous();
-  at::Tensor out = at::empty({x.size(0), y.size(2)}, x.options());
-  run_native_bmm(op, bmm_args(JaggedBmmForm::kJaggedDense, x, offsets, y, max_L), native_bmm_config(config, op), out);
-  return out;
+  return native_bmm(op, JaggedBmmForm::kJaggedDense, x, offsets, y, max_L, native_bmm_config(config, op));
 }
 
 at::Tensor jagged_bmm_native(const at::Tensor& x, const at::Tensor& y, const at::Tensor& offsets_in, int64_t max_L,
@@ -509,9 +514,7 @@ at::Tensor jagged_bmm_native(const at::Tensor& x, const at::Tensor& y, const at:
   check_jagged_bmm(x, y, offsets_in, max_L);
   dispatch::raise_recorded_error(x.device());
   const at::Tensor offsets = offsets_in.contiguous();
-  at::Tensor out = at::empty({offsets.numel() - 1, x.size(1), y.size(1)}, x.options());
-  run_native_bmm(op, bmm_args(JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L), native_bmm_config(config, op), out);
-  return out;
+  return native_bmm(op, JaggedBmmForm::kJaggedJagged, x, offsets, y, max_L, native_bmm_config(config, op));
 }
 
 std::vector<std::string> native_bmm_kernels() {
