@@ -163,7 +163,13 @@ constexpr int kRowsInFlight = 2;
 // 82-92%. Runs of 16 rows for the jagged outputs ran slower at 4096 sequences of 256-byte rows
 // (79-81% against 82-85%: fewer groups with work in flight), so 8 it is for both walks.
 constexpr int kRowsPerRun = 8;
-static_assert(kRowsPerRun % kRowsInFlight == 0, "a run is whole steps");
+// dense_to_jagged's walk moves four rows per step: at 256-byte rows (16 lanes of a group, one
+// vector each) two rows left it at 82% of the copy bandwidth on the H200 (2026-12-01), the only
+// conversion under 85%. add_jagged_output and mul, which load two rows per output row, keep two:
+// with four they spill under the 64 registers of a 1024-thread block (sm_100a, sm_90a).
+template <JaggedDenseOp kOp>
+constexpr int kJaggedRowsInFlight = kOp == JaggedDenseOp::kToJagged ? 4 : kRowsInFlight;
+static_assert(kRowsPerRun % kRowsInFlight == 0 && kRowsPerRun % 4 == 0, "a run is whole steps");
 
 // One step of a dense walk: position (b, j) advanced by `rows` rows given as (whole sequences,
 // positions), so the loop needs no 64-bit division.
@@ -258,15 +264,16 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
 
 // kToJagged, kAddJagged and kMul: output row r, at position (b, r - start) if it has one. Group g
 // owns the runs g, g + rows_per_pass, ... (run i: rows i * kRowsPerRun onwards) and moves
-// kRowsInFlight rows per step. A run searches the offsets for its first row; a later row past its
-// sequence's end searches the sequences after it (so empty sequences and rows outside every
-// sequence take no special case).
+// kJaggedRowsInFlight<kOp> rows per step. A run searches the offsets for its first row; a later
+// row past its sequence's end searches the sequences after it (so empty sequences and rows
+// outside every sequence take no special case).
 template <typename T, typename IndexT, int VEC, JaggedDenseOp kOp>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     dense_to_jagged_kernel(const DenseParams p, int lanes_log2) {
   const auto* offsets = static_cast<const IndexT*>(p.offsets);
   check_offsets(offsets, p.batch, p.total, p.errors, p.error_op, thread_in_grid(),
                 threads_in_grid());
+  constexpr int kInFlight = kJaggedRowsInFlight<kOp>;
   const int lanes = 1 << lanes_log2;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
 #pragma unroll 1
@@ -276,13 +283,13 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
     int64_t b = last_start_at_or_before(offsets, p.batch, first);
     Seq s = b >= 0 ? sequence(offsets, b, p.total) : Seq{0, 0};
 #pragma unroll 1
-    for (int64_t r = first; r < end; r += kRowsInFlight) {
-      bool live[kRowsInFlight], has_pos[kRowsInFlight];
-      const char* dense_row[kRowsInFlight];
-      const char* x_row[kRowsInFlight];
-      char* out_row[kRowsInFlight];
+    for (int64_t r = first; r < end; r += kInFlight) {
+      bool live[kInFlight], has_pos[kInFlight];
+      const char* dense_row[kInFlight];
+      const char* x_row[kInFlight];
+      char* out_row[kInFlight];
 #pragma unroll
-      for (int k = 0; k < kRowsInFlight; ++k) {
+      for (int k = 0; k < kInFlight; ++k) {
         const int64_t row = r + k;
         live[k] = row < end;
         if (live[k] && row >= s.start + s.length) {  // past sequence b: one of the later ones
@@ -298,9 +305,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
 #pragma unroll 1
       for (int v = lane; v < p.dim_vecs; v += lanes) {
         const int64_t col = static_cast<int64_t>(v) * VEC;
-        RawVec<VEC> d[kRowsInFlight], x[kRowsInFlight];
+        RawVec<VEC> d[kInFlight], x[kInFlight];
 #pragma unroll
-        for (int k = 0; k < kRowsInFlight; ++k) {
+        for (int k = 0; k < kInFlight; ++k) {
           d[k] = load_streaming<VEC>(dense_row[k] + col, has_pos[k]);  // 0 without position
           if constexpr (kOp == JaggedDenseOp::kAddJagged) {
             x[k] = load_streaming<VEC>(x_row[k] + col, live[k]);
@@ -309,7 +316,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1)
           }
         }
 #pragma unroll
-        for (int k = 0; k < kRowsInFlight; ++k) {
+        for (int k = 0; k < kInFlight; ++k) {
           if (!live[k]) continue;
           if constexpr (kOp == JaggedDenseOp::kToJagged) {
             store_vec<VEC>(out_row[k] + col, d[k]);

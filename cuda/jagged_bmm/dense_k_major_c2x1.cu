@@ -1,0 +1,13 @@
+// The grouped GEMM instances of jagged_dense_bmm with y[b] K-contiguous (the backward's y^T and grad^T), kernel 1 (2x1 clusters): bf16 and fp16.
+#include "grouped_gemm.cuh"
+
+namespace mymetaops::cuda::jagged_bmm {
+template <>
+const Instance& instance<Operands::kDenseK, false, 1>() {
+  return detail::entry<Operands::kDenseK, false, 1>();
+}
+template <>
+const Instance& instance<Operands::kDenseK, true, 1>() {
+  return detail::entry<Operands::kDenseK, true, 1>();
+}
+}  // namespace mymetaops::cuda::jagged_bmm

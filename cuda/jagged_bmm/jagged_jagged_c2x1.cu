@@ -1,0 +1,13 @@
+// The grouped GEMM instances of jagged_jagged_bmm (and the backward's weight gradient of jagged_dense_bmm), kernel 1 (2x1 clusters): bf16 and fp16.
+#include "grouped_gemm.cuh"
+
+namespace mymetaops::cuda::jagged_bmm {
+template <>
+const Instance& instance<Operands::kJagged, false, 1>() {
+  return detail::entry<Operands::kJagged, false, 1>();
+}
+template <>
+const Instance& instance<Operands::kJagged, true, 1>() {
+  return detail::entry<Operands::kJagged, true, 1>();
+}
+}  // namespace mymetaops::cuda::jagged_bmm
