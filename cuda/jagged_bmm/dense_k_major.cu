@@ -1,13 +1,13 @@
-// The grouped GEMM instances of jagged_dense_bmm with y[b] K-contiguous (the backward's y^T and grad^T), kernel 0 (no cluster): bf16 and fp16.
+// The grouped GEMM instances of jagged_dense_bmm with y[b] K-contiguous (the backward's y^T and grad^T): bf16 and fp16.
 #include "grouped_gemm.cuh"
 
 namespace mymetaops::cuda::jagged_bmm {
 template <>
-const Instance& instance<Operands::kDenseK, false, 0>() {
-  return detail::entry<Operands::kDenseK, false, 0>();
+const Instance& instance<Operands::kDenseK, false>() {
+  return detail::entry<Operands::kDenseK, false>();
 }
 template <>
-const Instance& instance<Operands::kDenseK, true, 0>() {
-  return detail::entry<Operands::kDenseK, true, 0>();
+const Instance& instance<Operands::kDenseK, true>() {
+  return detail::entry<Operands::kDenseK, true>();
 }
 }  // namespace mymetaops::cuda::jagged_bmm

@@ -42,17 +42,11 @@ using cute::Shape;
 using RowMajor = cutlass::layout::RowMajor;
 using ColumnMajor = cutlass::layout::ColumnMajor;
 
-// The kernels of kKernelNames (jagged_bmm.cu), by index. Both are 128x256x64 cooperative (2 consumer
-// warpgroups of 64x256 each): N up to 256 (the common width of a recsys layer) is one tile, so x's
-// rows are read once per sequence; K step 64 = one 128-byte swizzle row of 16-bit elements.
-//  0: no cluster. Every m-tile reads its sequence's B (y[b], 128 KB at K = N = 256) from L2.
-//  1: 2x1 clusters: two m-tiles of one sequence get B through one TMA multicast, halving those L2
-//     reads, at the cost of an idle CTA where a sequence has an odd number of m-tiles.
-template <int kKernel>
-struct TileShape {
-  using Tile = Shape<Int<128>, Int<256>, Int<64>>;
-  using Cluster = Shape<Int<kKernel == 1 ? 2 : 1>, _1, _1>;
-};
+// 128x256x64, cooperative (2 consumer warpgroups of 64x256 each): N up to 256 (the common width of
+// a recsys layer) is one tile, so x's rows are read once per sequence; K step 64 = one 128-byte
+// swizzle row of 16-bit elements. No cluster: a sequence's few tiles would round up to clusters.
+using Tile = Shape<Int<128>, Int<256>, Int<64>>;
+using Cluster = Shape<_1, _1, _1>;
 constexpr int kAlign = 8;  // elements: 16-byte TMA rows
 
 // GEMM layouts per operand form (instances.h). CUTLASS's B tag reads B as K x N: RowMajor is N
@@ -73,11 +67,9 @@ struct Layouts<Operands::kJagged> {
   using B = RowMajor;
 };
 
-template <Operands kOperands, class Element_, int kKernel>
+template <Operands kOperands, class Element_>
 struct Grouped {
   using Element = Element_;
-  using Tile = typename TileShape<kKernel>::Tile;
-  using Cluster = typename TileShape<kKernel>::Cluster;
   using L = Layouts<kOperands>;
   using Groups = cutlass::gemm::GroupProblemShape<Shape<int, int, int>>;  // M, N, K per sequence
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
@@ -212,9 +204,9 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups(JaggedBmmArgs 
   }
 }
 
-template <Operands kOperands, class Element, int kKernel>
+template <Operands kOperands, class Element>
 struct Entry {
-  using G = Grouped<kOperands, Element, kKernel>;
+  using G = Grouped<kOperands, Element>;
   using Gemm = typename G::Gemm;
 
   static typename Gemm::Arguments arguments(const JaggedBmmArgs& p, const Arrays<G>& g, int device) {
@@ -250,9 +242,9 @@ struct Entry {
   }
 };
 
-template <Operands kOperands, bool kHalf, int kKernel>
+template <Operands kOperands, bool kHalf>
 const Instance& entry() {
-  using E = Entry<kOperands, std::conditional_t<kHalf, cutlass::half_t, cutlass::bfloat16_t>, kKernel>;
+  using E = Entry<kOperands, std::conditional_t<kHalf, cutlass::half_t, cutlass::bfloat16_t>>;
   static const Instance instance{&E::workspace, &E::launch};
   return instance;
 }

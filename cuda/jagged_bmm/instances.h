@@ -25,9 +25,8 @@ struct Instance {
   LaunchError (*launch)(const JaggedBmmArgs& args, int device, cudaStream_t stream);
 };
 
-// Defined (specialized) by the instance files: one per operand form and kernel (the index in
-// jagged_bmm.cu's kKernelNames), bf16 (kHalf false) or fp16.
-template <Operands kOperands, bool kHalf, int kKernel>
+// Defined (specialized) by the instance files: one per operand form, bf16 (kHalf false) or fp16.
+template <Operands kOperands, bool kHalf>
 const Instance& instance();
 
 }  // namespace jagged_bmm

@@ -16,16 +16,8 @@ namespace cuda {
 namespace jagged_bmm {
 namespace {
 
-// By index: the kKernel of the instances (grouped_gemm.cuh says how they differ).
-constexpr const char* kKernelNames[] = {"grouped_128x256x64_coop", "grouped_128x256x64_c2x1_coop"};
+constexpr const char* kKernelNames[] = {"grouped_128x256x64_coop"};
 constexpr int32_t kNumKernels = sizeof(kKernelNames) / sizeof(kKernelNames[0]);
-
-// The instance of operand form kOperands for the config's kernel and the dtype.
-template <Operands kOperands>
-const Instance* of(const JaggedBmmConfig& config, bool half) {
-  if (config.kernel == 1) return half ? &instance<kOperands, true, 1>() : &instance<kOperands, false, 1>();
-  return half ? &instance<kOperands, true, 0>() : &instance<kOperands, false, 0>();
-}
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool multiple_of_8(int64_t v) { return v % 8 == 0; }  // 16 bytes of 16-bit elements
@@ -48,16 +40,16 @@ LaunchError pick(const JaggedBmmArgs& a, const JaggedBmmConfig& config, const In
   if (a.form == JaggedBmmForm::kJaggedJagged) {
     if (!multiple_of_8(a.m) || !multiple_of_8(a.y_k_stride))
       return "native jagged bmm: operands must be 16-byte aligned (M, y's row stride)";
-    *out = of<Operands::kJagged>(config, half);
+    *out = half ? &instance<Operands::kJagged, true>() : &instance<Operands::kJagged, false>();
     return nullptr;
   }
   if (a.form != JaggedBmmForm::kJaggedDense) return "native jagged bmm: unknown JaggedBmmForm";
   if (!multiple_of_8(a.k) || !multiple_of_8(a.y_batch_stride))
     return "native jagged bmm: operands must be 16-byte aligned (K, y's batch stride)";
   if (a.y_n_stride == 1 && multiple_of_8(a.y_k_stride)) {
-    *out = of<Operands::kDenseN>(config, half);
+    *out = half ? &instance<Operands::kDenseN, true>() : &instance<Operands::kDenseN, false>();
   } else if (a.y_k_stride == 1 && multiple_of_8(a.y_n_stride)) {
-    *out = of<Operands::kDenseK>(config, half);
+    *out = half ? &instance<Operands::kDenseK, true>() : &instance<Operands::kDenseK, false>();
   } else {
     return "native jagged bmm: y[b] must have its K or its N dimension contiguous, the other stride "
            "16-byte aligned";

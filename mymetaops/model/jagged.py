@@ -89,12 +89,9 @@ BMM_TRITON_CONFIGS = {
 # The native grouped GEMMs, in jagged_bmm_kernel_names() order: (name, tile m, n, k). NVIDIA:
 # cuda/jagged_bmm/ (CUTLASS ptr-array, cooperative, persistent, per-sequence TMA descriptors built
 # on the device; sm_90a). AMD: hip/jagged_bmm.hip (MFMA tiles, one workgroup per tile).
-# (name, tile m, n, k, cluster m), in the build's order (cuda/jagged_bmm/jagged_bmm.cu, hip/jagged_bmm.hip).
-# A 2x1 cluster multicasts a sequence's B operand to two m-tiles (half the L2 reads of y); each
-# sequence's tiles round up to whole clusters.
 NATIVE_BMM_KERNELS = {
-    "nvidia": (("grouped_128x256x64_coop", 128, 256, 64, 1), ("grouped_128x256x64_c2x1_coop", 128, 256, 64, 2)),
-    "amd": (("mfma_128x128x32", 128, 128, 32, 1),),
+    "nvidia": (("grouped_128x256x64_coop", 128, 256, 64),),
+    "amd": (("mfma_128x128x32", 128, 128, 32),),
 }
 NATIVE_BMM_ARCHS = {"nvidia": ("sm_90a",), "amd": ("gfx942", "gfx950")}
 NATIVE_BMM_DTYPES = ("bf16", "fp16")
@@ -320,10 +317,10 @@ def bmm_native_candidates(p: JaggedProblem, hw: HardwareSpec):
     mainloop = gemm_model.NATIVE_COST.get(base, gemm_model.DEFAULT_NATIVE_COST[hw.vendor])
     cost = gemm_model.KernelCost(mainloop.mma_efficiency, mainloop.tile_overhead_us + switch_us, "[A]",
                                  mainloop.fixed_us)
-    for index, (name, tm, tn, tk, cluster_m) in enumerate(NATIVE_BMM_KERNELS[hw.vendor]):
-        g = _gemm_view(p, tm * cluster_m)
+    for index, (name, tm, tn, tk) in enumerate(NATIVE_BMM_KERNELS[hw.vendor]):
+        g = _gemm_view(p, tm)
         schedule = "persistent" if hw.vendor == "nvidia" else "data_parallel"
-        e = gemm_model.tile_estimate(g, hw, gemm_model.Tiling(tm, tn, tk, cluster_m, 1, schedule), cost,
+        e = gemm_model.tile_estimate(g, hw, gemm_model.Tiling(tm, tn, tk, 1, 1, schedule), cost,
                                      2 * launch, f"native grouped GEMM {name}", gemm_model.HOST_US["native"])
         yield NativeBmmConfig(index, name), _at_least_the_bytes(e, p, hw, NATIVE_BMM_STREAM_SHARE[hw.vendor])
 
