@@ -1,7 +1,8 @@
 // The one TORCH_LIBRARY of mymetaops: every schema is defined here, once.
 // Kernels are registered per backend next to their op (csrc/<family>/*.cpp, TORCH_LIBRARY_IMPL):
-// CPU, CUDA (also ROCm's HIP, which torch dispatches as CUDA) and Autograd, all in C++; the fake
-// kernels for torch.compile are in Python (mymetaops/ops/<family>.py).
+// CPU, CUDA (also ROCm's HIP, which torch dispatches as CUDA) and Autograd, in C++; the fake
+// kernels for torch.compile are in Python (mymetaops/ops/<family>.py). The attention family has
+// no native kernel yet: its CPU, CUDA and autograd kernels are Python (mymetaops/ops/attention.py).
 #include <torch/library.h>
 
 TORCH_LIBRARY(mymetaops, m) {
@@ -128,4 +129,25 @@ TORCH_LIBRARY(mymetaops, m) {
   m.def(
       "_jagged_index_select_backward_check(Tensor grad_output, Tensor lengths, Tensor indices, "
       "SymInt num_input_rows) -> ()");
+
+  // ---- attention over jagged sequences --------------------------------------------------------
+  // q, k [total_L, H, Dqk], v [total_L, H, Dv], seq_offsets [B + 1] (int32 / int64, starting at 0,
+  // ending at total_L, every length <= max_seq_len); out [total_L, H, Dv].
+  // HSTU (generative-recommenders' hstu_mha): silu(alpha q.k) / max_seq_len under its masks, times v.
+  m.def(
+      "hstu_attention(Tensor q, Tensor k, Tensor v, Tensor seq_offsets, int max_seq_len, float alpha, "
+      "bool causal=True, Tensor? num_targets=None, int max_attn_len=0, int contextual_seq_len=0) -> Tensor");
+  m.def(
+      "hstu_attention_backward(Tensor grad_output, Tensor q, Tensor k, Tensor v, Tensor seq_offsets, "
+      "int max_seq_len, float alpha, bool causal, Tensor? num_targets, int max_attn_len, "
+      "int contextual_seq_len) -> (Tensor, Tensor, Tensor)");
+  // Softmax attention: (out, lse), lse [H, total_L] fp32, the natural log-sum-exp of the scaled
+  // scores of each row (kept for the backward). scale None = 1 / sqrt(Dqk).
+  m.def(
+      "jagged_attention(Tensor q, Tensor k, Tensor v, Tensor seq_offsets, int max_seq_len, "
+      "bool causal=True, float? scale=None) -> (Tensor, Tensor)");
+  m.def(
+      "jagged_attention_backward(Tensor grad_output, Tensor q, Tensor k, Tensor v, Tensor out, "
+      "Tensor lse, Tensor seq_offsets, int max_seq_len, bool causal, float? scale) "
+      "-> (Tensor, Tensor, Tensor)");
 }

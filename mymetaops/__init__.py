@@ -26,6 +26,7 @@ _LAZY = {  # attribute: (module, name in it, or None for the module itself)
         "jagged_to_padded_dense", "dense_to_jagged", "jagged_dense_elementwise_add",
         "jagged_dense_elementwise_add_jagged_output", "jagged_dense_elementwise_mul", "jagged_softmax",
         "jagged_dense_bmm", "jagged_jagged_bmm", "jagged_index_select")},
+    **{name: ("mymetaops.ops.attention", name) for name in ("hstu_attention", "hstu_mha", "jagged_attention")},
     "explain": ("mymetaops._explain", "explain"),
     "nn": ("mymetaops.nn", None),
     "ops": ("mymetaops.ops", None),

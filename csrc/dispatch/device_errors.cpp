@@ -38,6 +38,8 @@ const char* op_name(int64_t op) {
     case ErrorOp::kJaggedSoftmax: return "jagged_softmax";
     case ErrorOp::kJaggedIndexSelect: return "jagged_index_select";
     case ErrorOp::kJaggedBmm: return "jagged_bmm";
+    case ErrorOp::kHstuAttention: return "hstu_attention";
+    case ErrorOp::kJaggedAttention: return "jagged_attention";
   }
   return "mymetaops op";
 }
@@ -97,6 +99,16 @@ void raise_recorded_error(const c10::Device& device) {
     case ErrorCode::kNegativeLength:
       TORCH_CHECK_VALUE(false, name, ": lengths must be non-negative, got lengths[", position, "] = ",
                         value, where);
+    case ErrorCode::kLengthAboveMax:
+      TORCH_CHECK_VALUE(false, name, ": sequence ", position, " has ", value, " rows, more than max_seq_len = ",
+                        bound, "; its rows past max_seq_len were left out", where);
+    case ErrorCode::kOffsetNotAtEnd:
+      TORCH_CHECK_VALUE(false, name, ": seq_offsets[", position, "] = ", value, " must be ", bound,
+                        position == 0 ? " (sequences start at row 0)" : " (total_L, the rows of q, k and v)",
+                        where);
+    case ErrorCode::kTargetsOutOfRange:
+      TORCH_CHECK_VALUE(false, name, ": num_targets[", position, "] = ", value, " is not in [0, ", bound,
+                        "], the length of its sequence; it was clamped", where);
     default:
       TORCH_CHECK(false, name, ": unknown error code ", code, " recorded on ", device);
   }

@@ -5,3 +5,4 @@ from mymetaops.ops import dispatch  # noqa: F401  (loads mymetaops._C first)
 from mymetaops.ops import embedding_bag  # noqa: F401
 from mymetaops.ops import gemm  # noqa: F401
 from mymetaops.ops import jagged  # noqa: F401
+from mymetaops.ops import attention  # noqa: F401

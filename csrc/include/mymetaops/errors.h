@@ -40,6 +40,9 @@ enum class ErrorCode : int64_t {
   kDecreasingOffset = 3, // offsets[position] = value < offsets[position - 1]
   kOffsetPastEnd = 4,    // offsets[position] = value > bound (the number of indices or rows)
   kNegativeLength = 5,   // lengths[position] = value < 0
+  kLengthAboveMax = 6,   // sequence position is value rows long, more than bound (max_seq_len)
+  kOffsetNotAtEnd = 7,   // offsets[position] = value, where it must be bound (0 first, total_L last)
+  kTargetsOutOfRange = 8 // num_targets[position] = value is not in [0, bound] (its sequence's length)
 };
 
 // The op that found the value (numbers shared with mymetaops/ops/errors.py).
@@ -53,6 +56,8 @@ enum class ErrorOp : int64_t {
   kJaggedSoftmax = 7,
   kJaggedIndexSelect = 8,
   kJaggedBmm = 9,
+  kHstuAttention = 10,
+  kJaggedAttention = 11,
 };
 
 }  // namespace mymetaops

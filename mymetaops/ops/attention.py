@@ -1,0 +1,367 @@
+"""The attention family: HSTU attention and softmax attention over jagged sequences (public
+wrappers, argument checks, the CPU and CUDA kernels, fake kernels and autograd).
+
+Layout (generative-recommenders' `hstu_mha`): q, k [total_L, H, Dqk], v [total_L, H, Dv], bf16 /
+fp16 (fp32 and, on the CPU, fp64 too), seq_offsets [B + 1] int32 / int64 with seq_offsets[0] = 0,
+seq_offsets[B] = total_L and every length <= max_seq_len; out [total_L, H, Dv] in q's dtype,
+products accumulated in fp32.
+
+* `hstu_attention`: out_i = sum_j mask(i, j) silu(alpha q_i . k_j) / max_seq_len v_j, no softmax.
+  The mask is `hstu_mha`'s: causal (j <= i, or every j when causal=False), `num_targets[b]` last
+  items of a sequence see the history and themselves only, `max_attn_len` > 0 a local window of
+  that many earlier positions, `contextual_seq_len` leading rows that see and are seen by the whole
+  history. `hstu_mha` takes that package's argument order.
+* `jagged_attention`: softmax(scale q_i . k_j) over the same sequence (causal: j <= i), scale None
+  = 1 / sqrt(Dqk); the log-sum-exp of each row is kept for the backward.
+
+Kernels: on a GPU, Triton (mymetaops/triton/hstu_attention.py, jagged_attention.py), forward and
+backward; there is no native CUDA / HIP kernel yet (`mymetaops.explain` says so). On the CPU, a
+per-sequence torch composite in fp32 (fp64 for fp64 inputs). No host sync on the GPU: shapes are
+checked on the host, offsets and num_targets values by a small kernel that records the first bad
+entry (raised by the next call, `mymetaops.check_errors()` or validate=True; the kernels clamp
+what they read meanwhile). On the CPU bad values raise at once.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mymetaops import _C  # noqa: F401  (the schemas)
+from mymetaops.ops import dispatch, errors
+
+_ops = torch.ops.mymetaops
+_FLOATS_GPU = (torch.float16, torch.bfloat16, torch.float32)
+_FLOATS_CPU = _FLOATS_GPU + (torch.float64,)
+_INDEX = (torch.int32, torch.int64)
+
+
+@functools.cache
+def _triton():
+    from mymetaops.triton import attention_checks, hstu_attention, jagged_attention  # imports triton: lazily
+    return attention_checks, hstu_attention, jagged_attention
+
+
+# ---- argument checks (shapes and dtypes only: nothing read from the device) ---------------------
+
+def _check(name: str, q, k, v, seq_offsets, max_seq_len: int, num_targets=None) -> None:
+    for what, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 3:
+            raise ValueError(f"{name}: {what} must be [total_L, H, D], got shape {tuple(t.shape)}")
+    floats = _FLOATS_CPU if q.device.type == "cpu" else _FLOATS_GPU
+    if q.dtype not in floats or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"{name}: q, k, v must share one dtype of {', '.join(map(str, floats))}; "
+                        f"got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.shape[0] == k.shape[0] == v.shape[0]):
+        raise ValueError(f"{name}: q, k, v must have the same rows (total_L), "
+                         f"got {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    if not (q.shape[1] == k.shape[1] == v.shape[1]):
+        raise ValueError(f"{name}: q, k, v must have the same heads, got {q.shape[1]}, {k.shape[1]}, {v.shape[1]}")
+    if q.shape[2] != k.shape[2]:
+        raise ValueError(f"{name}: q and k must have the same head dim, got {q.shape[2]} and {k.shape[2]}")
+    if seq_offsets.dim() != 1 or seq_offsets.numel() < 1 or seq_offsets.dtype not in _INDEX:
+        raise ValueError(f"{name}: seq_offsets must be a 1-D int32 / int64 tensor of B + 1 >= 1 entries, "
+                         f"got {seq_offsets.dtype} of shape {tuple(seq_offsets.shape)}")
+    for what, t in (("k", k), ("v", v), ("seq_offsets", seq_offsets)):
+        if t.device != q.device:
+            raise ValueError(f"{name}: {what} is on {t.device}, q on {q.device}")
+    if max_seq_len < 0:
+        raise ValueError(f"{name}: max_seq_len must be >= 0, got {max_seq_len}")
+    if num_targets is not None:
+        batch = seq_offsets.numel() - 1
+        if num_targets.dim() != 1 or num_targets.numel() != batch or num_targets.dtype not in _INDEX:
+            raise ValueError(f"{name}: num_targets must be a 1-D int32 / int64 tensor of B = {batch} entries, "
+                             f"got {num_targets.dtype} of shape {tuple(num_targets.shape)}")
+        if num_targets.device != q.device:
+            raise ValueError(f"{name}: num_targets is on {num_targets.device}, q on {q.device}")
+    for what, t in (("q", q), ("k", k), ("v", v)):
+        if t.shape[0] and t.shape[1] and t.shape[2] and t.stride(2) != 1:
+            raise ValueError(f"{name}: {what}'s last dim must be contiguous (stride 1), got strides {t.stride()}")
+
+
+def _check_values_cpu(name: str, seq_offsets, num_targets, total: int, max_seq_len: int) -> list[int]:
+    """The offsets as ints, after checking their values (CPU tensors: no sync)."""
+    offsets = seq_offsets.tolist()
+    if offsets[0] != 0:
+        raise ValueError(f"{name}: seq_offsets[0] = {offsets[0]} must be 0 (sequences start at row 0)")
+    for b in range(1, len(offsets)):
+        if offsets[b] < offsets[b - 1]:
+            raise ValueError(f"{name}: seq_offsets must be non-decreasing, but seq_offsets[{b}] = {offsets[b]} "
+                             f"is below seq_offsets[{b - 1}] = {offsets[b - 1]}")
+        if offsets[b] - offsets[b - 1] > max_seq_len:
+            raise ValueError(f"{name}: sequence {b - 1} has {offsets[b] - offsets[b - 1]} rows, more than "
+                             f"max_seq_len = {max_seq_len}")
+    if offsets[-1] != total:
+        raise ValueError(f"{name}: seq_offsets[{len(offsets) - 1}] = {offsets[-1]} must be total_L = {total} "
+                         "(the rows of q, k and v)")
+    if num_targets is not None:
+        for b, t in enumerate(num_targets.tolist()):
+            if not 0 <= t <= offsets[b + 1] - offsets[b]:
+                raise ValueError(f"{name}: num_targets[{b}] = {t} is not in [0, {offsets[b + 1] - offsets[b]}], "
+                                 "the length of its sequence")
+    return offsets
+
+
+def _queue_value_checks(name: str, op: int, q, seq_offsets, num_targets, max_seq_len: int) -> None:
+    """GPU: raise what an earlier call recorded (no sync), then queue this call's value checks."""
+    dispatch.raise_recorded_error(q.device)
+    checks = _triton()[0]
+    checks.check_values(seq_offsets, num_targets, q.shape[0], max_seq_len, op, dispatch.error_record(q.device))
+
+
+# ---- CPU kernels: per-sequence composites ----------------------------------------------------------
+
+def hstu_mask(length: int, causal: bool, num_targets: int | None, max_attn_len: int, contextual_seq_len: int,
+              device=None) -> torch.Tensor:
+    """[length, length] bool: which (i, j) of one sequence hstu_attention adds (hstu_mha's mask)."""
+    pos = torch.arange(length, device=device)
+    ids, top = pos, length
+    if contextual_seq_len > 0:  # the contextual rows share id 0; the history starts at id 1
+        ids = (pos - contextual_seq_len + 1).clamp(min=0)
+        top = length - contextual_seq_len + 1
+    if num_targets is not None:  # targets take the id of the first target: they see no other target
+        top -= num_targets
+        ids = ids.clamp(max=top)
+    dist = ids[:, None] - ids[None, :]
+    if not causal:
+        dist = dist.abs()
+    valid = (dist > 0) | torch.eye(length, dtype=torch.bool, device=device)
+    if max_attn_len > 0:
+        valid &= dist <= max_attn_len
+    if contextual_seq_len > 0:
+        valid |= (ids[:, None] == 0) & (ids[None, :] < top)
+    return valid
+
+
+def _compute_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _per_sequence(offsets, q, fn, empty):
+    """fn(b, start, end) for every sequence, concatenated along dim 0 (offsets checked: they cover
+    the rows); empty(n) stands for a sequence of n = 0 rows."""
+    parts = [fn(b, offsets[b], offsets[b + 1]) for b in range(len(offsets) - 1) if offsets[b + 1] > offsets[b]]
+    return torch.cat(parts) if parts else empty
+
+
+def _hstu_cpu_composite(q, k, v, offsets, max_seq_len, alpha, causal, targets, max_attn_len, contextual_seq_len):
+    """Differentiable torch composite (the CPU forward and, under autograd, its backward)."""
+    ct = _compute_dtype(q.dtype)
+
+    def one(b, s, e):
+        qb, kb, vb = (t[s:e].to(ct).transpose(0, 1) for t in (q, k, v))  # [H, L, D]
+        mask = hstu_mask(e - s, causal, None if targets is None else targets[b], max_attn_len, contextual_seq_len)
+        p = F.silu(alpha * qb @ kb.transpose(1, 2)) / max_seq_len * mask
+        return (p @ vb).transpose(0, 1)
+    return _per_sequence(offsets, q, one, q.new_zeros(0, q.shape[1], v.shape[2], dtype=ct))
+
+
+def _hstu_cpu_args(q, seq_offsets, num_targets, max_seq_len):
+    offsets = _check_values_cpu("hstu_attention", seq_offsets, num_targets, q.shape[0], max_seq_len)
+    return offsets, None if num_targets is None else num_targets.tolist()
+
+
+@torch.library.impl("mymetaops::hstu_attention", "CPU")
+def _hstu_cpu(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_targets=None, max_attn_len=0,
+              contextual_seq_len=0):
+    _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
+    offsets, targets = _hstu_cpu_args(q, seq_offsets, num_targets, max_seq_len)
+    return _hstu_cpu_composite(q, k, v, offsets, max_seq_len, alpha, causal, targets, max_attn_len,
+                               contextual_seq_len).to(q.dtype)
+
+
+def _grads(out, leaves, grad_output):
+    """The composite's gradients in the leaves' dtypes (0 where a leaf took no part: no sequences)."""
+    grads = (torch.autograd.grad(out, leaves, grad_output.to(out.dtype), allow_unused=True) if out.requires_grad
+             else [None] * len(leaves))
+    return tuple(g.to(t.dtype) if g is not None else torch.zeros_like(t) for g, t in zip(grads, leaves))
+
+
+@torch.library.impl("mymetaops::hstu_attention_backward", "CPU")
+def _hstu_backward_cpu(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                       contextual_seq_len):
+    _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
+    offsets, targets = _hstu_cpu_args(q, seq_offsets, num_targets, max_seq_len)
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        out = _hstu_cpu_composite(*leaves, offsets, max_seq_len, alpha, causal, targets, max_attn_len,
+                                  contextual_seq_len)
+        return _grads(out, leaves, grad_output)
+
+
+def _scale_of(q, scale):
+    return 1.0 / math.sqrt(q.shape[2]) if scale is None else float(scale)
+
+
+def _softmax_cpu_composite(q, k, v, offsets, causal, scale):
+    """(out [total_L, H, Dv], lse [total_L, H]) as a differentiable torch composite."""
+    ct = _compute_dtype(q.dtype)
+
+    def one(b, s, e):
+        qb, kb, vb = (t[s:e].to(ct).transpose(0, 1) for t in (q, k, v))
+        scores = scale * qb @ kb.transpose(1, 2)
+        if causal:
+            scores = scores.masked_fill(~torch.ones(e - s, e - s, dtype=torch.bool).tril(), float("-inf"))
+        out = (torch.softmax(scores, -1) @ vb).transpose(0, 1)
+        return torch.cat([out, torch.logsumexp(scores, -1).t().unsqueeze(2)], 2)  # lse as a last column
+    both = _per_sequence(offsets, q, one, q.new_zeros(0, q.shape[1], v.shape[2] + 1, dtype=ct))
+    return both[..., :-1], both[..., -1]
+
+
+@torch.library.impl("mymetaops::jagged_attention", "CPU")
+def _softmax_cpu(q, k, v, seq_offsets, max_seq_len, causal=True, scale=None):
+    _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
+    offsets = _check_values_cpu("jagged_attention", seq_offsets, None, q.shape[0], max_seq_len)
+    out, lse = _softmax_cpu_composite(q, k, v, offsets, causal, _scale_of(q, scale))
+    return out.to(q.dtype).contiguous(), lse.t().float().contiguous()
+
+
+@torch.library.impl("mymetaops::jagged_attention_backward", "CPU")
+def _softmax_backward_cpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale):
+    _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
+    offsets = _check_values_cpu("jagged_attention", seq_offsets, None, q.shape[0], max_seq_len)
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        o, _ = _softmax_cpu_composite(*leaves, offsets, causal, _scale_of(q, scale))
+        return _grads(o, leaves, grad_output)
+
+
+# ---- CUDA kernels: Triton ---------------------------------------------------------------------------
+
+@torch.library.impl("mymetaops::hstu_attention", "CUDA")
+def _hstu_cuda(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_targets=None, max_attn_len=0,
+               contextual_seq_len=0):
+    _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
+    checks, hstu, _ = _triton()
+    _queue_value_checks("hstu_attention", checks.OP_HSTU_ATTENTION, q, seq_offsets, num_targets, max_seq_len)
+    return hstu.hstu_attention_fwd(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                                   contextual_seq_len)
+
+
+@torch.library.impl("mymetaops::hstu_attention_backward", "CUDA")
+def _hstu_backward_cuda(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                        contextual_seq_len):
+    _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
+    _, hstu, _ = _triton()
+    return hstu.hstu_attention_bwd(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets,
+                                   max_attn_len, contextual_seq_len)
+
+
+@torch.library.impl("mymetaops::jagged_attention", "CUDA")
+def _softmax_cuda(q, k, v, seq_offsets, max_seq_len, causal=True, scale=None):
+    _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
+    checks, _, softmax = _triton()
+    _queue_value_checks("jagged_attention", checks.OP_JAGGED_ATTENTION, q, seq_offsets, None, max_seq_len)
+    return softmax.jagged_attention_fwd(q, k, v, seq_offsets, max_seq_len, causal, scale)
+
+
+@torch.library.impl("mymetaops::jagged_attention_backward", "CUDA")
+def _softmax_backward_cuda(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale):
+    _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
+    _, _, softmax = _triton()
+    return softmax.jagged_attention_bwd(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale)
+
+
+# ---- fake kernels (torch.compile) and autograd -------------------------------------------------------
+
+@torch.library.register_fake("mymetaops::hstu_attention")
+def _hstu_fake(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_targets=None, max_attn_len=0,
+               contextual_seq_len=0):
+    _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
+    return q.new_empty((q.shape[0], q.shape[1], v.shape[2]))
+
+
+@torch.library.register_fake("mymetaops::hstu_attention_backward")
+def _hstu_backward_fake(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                        contextual_seq_len):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+@torch.library.register_fake("mymetaops::jagged_attention")
+def _softmax_fake(q, k, v, seq_offsets, max_seq_len, causal=True, scale=None):
+    _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
+    return (q.new_empty((q.shape[0], q.shape[1], v.shape[2])),
+            q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32))
+
+
+@torch.library.register_fake("mymetaops::jagged_attention_backward")
+def _softmax_backward_fake(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _hstu_setup(ctx, inputs, output):
+    q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len, contextual_seq_len = inputs
+    ctx.save_for_backward(q, k, v, seq_offsets, num_targets)
+    ctx.args = (max_seq_len, alpha, causal, max_attn_len, contextual_seq_len)
+
+
+def _hstu_grad(ctx, grad):
+    q, k, v, seq_offsets, num_targets = ctx.saved_tensors
+    max_seq_len, alpha, causal, max_attn_len, contextual_seq_len = ctx.args
+    dq, dk, dv = _ops.hstu_attention_backward(grad.contiguous(), q, k, v, seq_offsets, max_seq_len, alpha, causal,
+                                              num_targets, max_attn_len, contextual_seq_len)
+    return dq, dk, dv, None, None, None, None, None, None, None
+
+
+torch.library.register_autograd("mymetaops::hstu_attention", _hstu_grad, setup_context=_hstu_setup)
+
+
+def _softmax_setup(ctx, inputs, output):
+    q, k, v, seq_offsets, max_seq_len, causal, scale = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, seq_offsets)
+    ctx.args = (max_seq_len, causal, scale)
+    ctx.mark_non_differentiable(lse)
+
+
+def _softmax_grad(ctx, grad, grad_lse):
+    q, k, v, out, lse, seq_offsets = ctx.saved_tensors
+    max_seq_len, causal, scale = ctx.args
+    dq, dk, dv = _ops.jagged_attention_backward(grad.contiguous(), q, k, v, out, lse, seq_offsets, max_seq_len,
+                                                causal, scale)
+    return dq, dk, dv, None, None, None, None
+
+
+torch.library.register_autograd("mymetaops::jagged_attention", _softmax_grad, setup_context=_softmax_setup)
+
+
+# ---- public wrappers -----------------------------------------------------------------------------------
+
+def _strict(out, validate: bool):
+    if validate and out.is_cuda and not torch.compiler.is_compiling():
+        errors.strict_check(out.device)
+    return out
+
+
+def hstu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor, max_seq_len: int,
+                   alpha: float, causal: bool = True, num_targets: torch.Tensor | None = None, max_attn_len: int = 0,
+                   contextual_seq_len: int = 0, *, validate: bool = False) -> torch.Tensor:
+    """HSTU attention over jagged sequences: [total_L, H, Dv] (see the module docstring for the
+    layout and the masks). Differentiable in q, k, v. validate=True raises bad seq_offsets /
+    num_targets values at once on a GPU (one stream sync); otherwise the next call does."""
+    return _strict(_ops.hstu_attention(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                                       contextual_seq_len), validate)
+
+
+def hstu_mha(max_seq_len: int, alpha: float, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             seq_offsets: torch.Tensor, causal: bool = True, dropout_pr: float = 0.0, training: bool = True,
+             num_targets: torch.Tensor | None = None, max_attn_len: int = 0, contextual_seq_len: int = 0,
+             sort_by_length: bool = False, kernel=None) -> torch.Tensor:
+    """generative-recommenders' `hstu_mha`, argument for argument (migrating is a namespace change).
+    Dropout is not implemented: dropout_pr must be 0 (or training False). sort_by_length and kernel
+    are accepted and ignored: the schedule and the kernel are this library's choice."""
+    if dropout_pr != 0.0 and training:
+        raise NotImplementedError(f"hstu_mha: attention dropout is not implemented (dropout_pr = {dropout_pr}); "
+                                  "pass dropout_pr=0.0 or training=False")
+    return hstu_attention(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                          contextual_seq_len)
+
+
+def jagged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor, max_seq_len: int,
+                     causal: bool = True, scale: float | None = None, *, validate: bool = False) -> torch.Tensor:
+    """Softmax attention over jagged sequences: [total_L, H, Dv]; scale None = 1 / sqrt(Dqk).
+    Differentiable in q, k, v. validate as in hstu_attention."""
+    out, _ = _ops.jagged_attention(q, k, v, seq_offsets, max_seq_len, causal, scale)
+    return _strict(out, validate)

@@ -1,0 +1,700 @@
+"""Softmax flash attention over jagged sequences (Triton): forward and a deterministic backward.
+
+Semantics. Sequence b is the rows offsets[b] .. offsets[b + 1] of the jagged q, k, v. For each
+sequence, head h and row i of it:
+    out_i = sum_j softmax_j(scale * q_i . k_j) v_j   over the allowed j of the same sequence
+(causal: j <= i, positions counted from the sequence's first row; non-causal: all of them);
+scale = 1 / sqrt(Dqk) unless given. lse_i = log(sum_j exp(scale * q_i . k_j)) (natural log, of
+the scaled scores, fp32) is kept for the backward.
+
+Layout.
+  * q, k: [total_L, H, Dqk]; v: [total_L, H, Dv]; out, dq, dk, dv: contiguous, shaped and typed as
+    their input (fp16, bf16 or fp32; fp32 accumulation everywhere, one rounding at the store).
+    Inputs (q, k, v, out, grad_out) may have any row and head strides; a last dim that is not
+    contiguous is made so by an explicit `.contiguous()` copy in the launcher.
+  * lse, delta: [H, total_L] fp32, contiguous: a q block's values of one head are one contiguous
+    run (coalesced stores in the forward, loads in the backward).
+  * seq_offsets: [B + 1] int32 or int64, on the inputs' device. Offsets are clamped to
+    [0, total_L] and a sequence's length to [0, max_seq_len], so no access leaves the tensors
+    whatever the values; lengths above max_seq_len are a caller error (the rows past max_seq_len
+    are then left unwritten).
+  * Rows outside [offsets[0], offsets[B]) (no sequence) get out = 0, lse = 0 and dq = dk = dv = 0.
+    Every element of every output is written by a kernel (outputs come from torch.empty).
+
+Schedule (FlashAttention-2).
+  * Forward, one program per (sequence, head, q block of BLOCK_M rows): the q block is loaded once,
+    k/v blocks of BLOCK_N rows stream through it (both products on tl.dot, the loop software-
+    pipelined over num_stages buffers), with an online softmax in base 2 (log2(e) folded into the
+    score scale, so one multiply-add and one exp2 per score) and an fp32 accumulator rescaled per
+    block. Causal: only k blocks up to the q block's last row are visited, split into a mask-free
+    part (blocks wholly below the diagonal) and a masked part (the diagonal blocks; non-causal: the
+    sequence's last, partial block). A program whose block starts past its sequence's length does
+    no attention work.
+  * Backward without atomics (deterministic): a preprocess kernel writes delta_i = out_i . dout_i;
+    one program per (sequence, head, k/v block of BLOCK_N rows) holds k, v and the fp32 dk, dv
+    accumulators and streams the q blocks that can see it (causal: from the diagonal on),
+    recomputing p from lse; one program per (sequence, head, q block) holds q, dout and the fp32 dq
+    accumulator and streams k/v blocks as the forward does. The same mask-free / masked split.
+  * Grids are 1-D over (sequence, head, block), block fastest: consecutive programs share one
+    (sequence, head)'s k and v in L2 (a 128-row q block does only ~128 FLOP per byte of k/v it
+    reads, below an H200's ~200 FLOP per DRAM byte), and B * H has no 65535 cap as on a grid
+    dim 1 (a grid past what the runtime takes is launched in chunks, common.grid_chunks). In the forward and dq kernels the q blocks run in descending order, so
+    under causal masking a sequence's most expensive blocks start first (shorter tail). Grid sizes
+    come from host ints only (max_seq_len, B = seq_offsets.numel() - 1, H, total_L): no device sync.
+    The programs of sequence 0 also zero the rows before offsets[0], those of sequence B - 1 the
+    rows from offsets[B] on (each program a block-strided share of its head's rows); at least one
+    block per (sequence, head) is launched even when max_seq_len is 0.
+  * Addresses: each block's base pointer is computed in int64 (row * stride can pass 2^31); the
+    in-tile offsets stay int32 (the launcher checks block * stride < 2^31).
+
+Tiles: `AttentionConfig` (no autotuning); `default_config` picks one per kernel, head dims, dtype
+and vendor, with the reasons next to the tables. fp32 operands use tl.dot's "ieee" precision (no
+TF32), fp16 / bf16 ones the tensor cores (MFMA / wgmma).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from mymetaops.triton.common import grid_chunks
+
+LOG2E = 1.4426950408889634
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_KERNELS = ("fwd", "dkdv", "dq")
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Tiles of one attention kernel. block_m: q rows per step (forward, dq: held by the program;
+    dkdv: streamed); block_n: k/v rows per step (forward, dq: streamed; dkdv: held). Powers of two
+    >= 16 (tl.dot's minimum)."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def __str__(self) -> str:
+        return f"{self.block_m}x{self.block_n} w{self.num_warps} s{self.num_stages}"
+
+
+# Defaults, by kernel and the padded head dim D = max(64, BLOCK_DQK, BLOCK_DV) (fp16 / bf16).
+# Chosen from cross-compiles (registers, spills, shared memory / LDS on Triton 3.6 and 3.8), not
+# from GPU timings: none have been measured yet.
+# NVIDIA (sm_90: 227 KB shared memory per block, 255 registers per thread; the operands loaded
+# from memory sit in shared memory, the accumulators and score tiles in registers):
+#  * fwd: 128-row q blocks amortize each k/v block over the most rows (two 64-row wgmma
+#    warpgroups at 8 warps); k/v stream in 64-row blocks over 3 stages: shared memory q + 3 (k + v)
+#    = 64 KB (D = 64) / 128 KB (D = 128). D = 64 with 4 warps (one warpgroup, 252 registers: two
+#    blocks fit an SM); D = 128 with 8 warps (255 registers, no spill; 64 x 64 tiles at 4 warps
+#    spill). D = 256: a 256-wide fp32 accumulator leaves room for 64 x 32 tiles only (242
+#    registers; 128-row q blocks or 64-row k/v blocks spill).
+#  * dkdv: the program holds k, v and the dk, dv accumulators for block_n k rows and streams q,
+#    dout in 32-row steps (the transposed score tiles are [block_n, 32]): 128 held rows at D = 64
+#    (236 registers), 64 at D = 128 (252; 128 spills on 3.6), 32 at D = 256 (223), all 8 warps.
+#  * dq: holds 128 q rows (64 at D = 256), dout and dq; k/v stream in 64-row steps at D = 64 (175
+#    registers) and 32-row ones above (216 / 249: 64-row ones spill at D = 128).
+_NVIDIA = {
+    "fwd": {64: AttentionConfig(128, 64, 4, 3), 128: AttentionConfig(128, 64, 8, 3),
+            256: AttentionConfig(64, 32, 8, 2)},
+    "dkdv": {64: AttentionConfig(32, 128, 8, 3), 128: AttentionConfig(32, 64, 8, 3),
+             256: AttentionConfig(32, 32, 8, 2)},
+    "dq": {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 32, 8, 3),
+           256: AttentionConfig(64, 32, 8, 2)},
+}
+# AMD (gfx942: 64 KB LDS, 512 VGPRs + AGPRs per lane at 4 waves per workgroup but only 256 at 8,
+# where everything below spills; gfx950: 160 KB LDS): 4 waves of 64 lanes everywhere, 2 stages
+# (the streamed tiles double-buffered in LDS; at most 36 KB on gfx942) unless noted. Register
+# counts are Triton 3.8's on gfx942 (3.6 needs up to ~100 more).
+#  * fwd: 128-row q blocks; 64-row k/v blocks at D = 64 (235 registers: two waves per SIMD), 32-row
+#    ones at D = 128 (245, two waves per SIMD; 64-row ones need ~470 and spill a VGPR on gfx942),
+#    64 x 32 at D = 256 (337).
+#  * dkdv: held k/v blocks of 128 rows with 16-row q steps (D = 64, 344; 32-row steps spill on
+#    3.6), 64 rows with 16-row steps (D = 128, 350; 32-row steps spill), 32 rows with 16-row steps
+#    and 1 stage (D = 256, 270; 2 stages spill on 3.6).
+#  * dq: 128 x 32 (D = 64, 198), 64 x 32 (D = 128, 333), 64 x 16 (D = 256, 308).
+_AMD = {
+    "fwd": {64: AttentionConfig(128, 64, 4, 2), 128: AttentionConfig(128, 32, 4, 2),
+            256: AttentionConfig(64, 32, 4, 2)},
+    "dkdv": {64: AttentionConfig(16, 128, 4, 2), 128: AttentionConfig(16, 64, 4, 2),
+             256: AttentionConfig(16, 32, 4, 1)},
+    "dq": {64: AttentionConfig(128, 32, 4, 2), 128: AttentionConfig(64, 32, 4, 2),
+           256: AttentionConfig(64, 16, 4, 2)},
+}
+
+
+def _block_d(d: int) -> int:
+    """The padded head dim: the next power of two >= max(d, 16) (tl.dot's minimum K)."""
+    return max(16, triton.next_power_of_2(d))
+
+
+def default_config(dqk: int, dv: int, dtype: torch.dtype, kernel: str = "fwd",
+                   vendor: str | None = None) -> AttentionConfig:
+    """The default tiles of `kernel` ("fwd", "dkdv" or "dq") for head dims dqk, dv and `dtype`.
+    vendor "nvidia" or "amd"; None: this torch's (ROCm build: amd). fp32 (meant for testing)
+    halves the streamed block and uses at most 2 stages: its tiles take twice the memory and its
+    "ieee" dots run on FMA units (unchecked for spills). Head dims past 256 (correct, not tuned)
+    halve the held block too."""
+    if kernel not in _KERNELS:
+        raise ValueError(f"kernel must be one of {_KERNELS}, got {kernel!r}")
+    if vendor is None:
+        vendor = "amd" if torch.version.hip is not None else "nvidia"
+    if vendor not in ("nvidia", "amd"):
+        raise ValueError(f"vendor must be 'nvidia' or 'amd', got {vendor!r}")
+    d = max(64, _block_d(dqk), _block_d(dv))
+    table = (_AMD if vendor == "amd" else _NVIDIA)[kernel]
+    config = table[min(d, 256)]
+    if dtype == torch.float32 or d > 256:
+        held_m = kernel != "dkdv"
+        bm, bn = config.block_m, config.block_n
+        if held_m:
+            bn = max(16, bn // 2)
+            bm = bm if d <= 256 else max(16, bm // 2)
+        else:
+            bm = max(16, bm // 2)
+            bn = bn if d <= 256 else max(16, bn // 2)
+        config = AttentionConfig(bm, bn, config.num_warps, min(config.num_stages, 2))
+    return config
+
+
+def _check_config(config: AttentionConfig) -> None:
+    for name in ("block_m", "block_n"):
+        v = getattr(config, name)
+        if not (isinstance(v, int) and v >= 16 and v & (v - 1) == 0 and v <= 256):
+            raise ValueError(f"{name} must be a power of two in [16, 256], got {v!r} ({config})")
+    if config.num_warps not in (1, 2, 4, 8, 16) or config.num_stages < 1:
+        raise ValueError(f"num_warps must be 1..16 (power of two) and num_stages >= 1, got {config}")
+
+
+# ---------------------------------------------------------------- device helpers
+
+
+@triton.jit
+def _sequence(offsets_ptr, b, total_rows, max_seq_len):
+    """(first row, length) of sequence b: offsets clamped to [0, total_rows], the length to
+    [0, max_seq_len]."""
+    start = tl.minimum(tl.maximum(tl.load(offsets_ptr + b).to(tl.int64), 0), total_rows)
+    end = tl.minimum(tl.maximum(tl.load(offsets_ptr + b + 1).to(tl.int64), 0), total_rows)
+    n = tl.minimum(tl.maximum(end - start, 0), max_seq_len).to(tl.int32)
+    return start, n
+
+
+@triton.jit
+def _load_tile(base, rows, row_stride, cols, n_rows, D: tl.constexpr, BLOCK_D: tl.constexpr,
+               MASK_ROWS: tl.constexpr):
+    """base[rows, cols] as [R, BLOCK_D] (rows < n_rows when MASK_ROWS, cols < D unless D ==
+    BLOCK_D; 0 elsewhere). `base` points at the tile's first row; offsets stay int32."""
+    ptrs = base + rows[:, None] * row_stride + cols[None, :]
+    if MASK_ROWS:
+        if D == BLOCK_D:
+            tile = tl.load(ptrs, mask=(rows < n_rows)[:, None], other=0.0)
+        else:
+            tile = tl.load(ptrs, mask=(rows < n_rows)[:, None] & (cols < D)[None, :], other=0.0)
+    else:
+        if D == BLOCK_D:
+            tile = tl.load(ptrs)
+        else:
+            tile = tl.load(ptrs, mask=(cols < D)[None, :], other=0.0)
+    return tile
+
+
+@triton.jit
+def _store_tile(base, rows, row_stride, cols, n_rows, value, D: tl.constexpr, BLOCK_D: tl.constexpr):
+    ptrs = base + rows[:, None] * row_stride + cols[None, :]
+    if D == BLOCK_D:
+        tl.store(ptrs, value.to(base.dtype.element_ty), mask=(rows < n_rows)[:, None])
+    else:
+        tl.store(ptrs, value.to(base.dtype.element_ty), mask=(rows < n_rows)[:, None] & (cols < D)[None, :])
+
+
+@triton.jit
+def _dot(a, b, acc, IEEE: tl.constexpr):
+    if IEEE:
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+    else:
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _zero_rows(base, row_stride, lo, hi, first, step, D: tl.constexpr, BLOCK_R: tl.constexpr,
+               BLOCK_D: tl.constexpr):
+    """base[r, :D] = 0 for the rows r in [lo, hi) of the BLOCK_R-row blocks first, first + step, ...
+    (a program's share of the rows outside every sequence)."""
+    rows = tl.arange(0, BLOCK_R)
+    cols = tl.arange(0, BLOCK_D)
+    zeros = tl.zeros([BLOCK_R, BLOCK_D], dtype=base.dtype.element_ty)
+    for r0 in range(lo + first * BLOCK_R, hi, step * BLOCK_R):
+        tile = base + r0 * row_stride
+        ptrs = tile + rows[:, None] * row_stride + cols[None, :]
+        tl.store(ptrs, zeros, mask=(rows < hi - r0)[:, None] & (cols < D)[None, :])
+
+
+@triton.jit
+def _zero_vector(base, lo, hi, first, step, BLOCK_R: tl.constexpr):
+    """base[r] = 0 for r in [lo, hi), the blocks first, first + step, ... (fp32 lse rows)."""
+    rows = tl.arange(0, BLOCK_R)
+    for r0 in range(lo + first * BLOCK_R, hi, step * BLOCK_R):
+        tl.store(base + r0 + rows, tl.zeros([BLOCK_R], dtype=tl.float32), mask=rows < hi - r0)
+
+
+# ---------------------------------------------------------------- forward
+
+
+@triton.jit
+def _fwd_inner(acc, l_i, m_i, q, k_head, v_head, start, stride_km, stride_vm, lo, hi, m0, n, qk_scale,
+               offs_m, offs_n, offs_dqk, offs_dv, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+               IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """The k/v blocks [lo, hi) (multiples of BLOCK_N) through the online softmax. MASKED: mask the
+    k rows past the sequence and, when causal, those after the q row. k_head / v_head point at
+    row 0 of the head; the block pointers advance in int64."""
+    k_blk = k_head + (start + lo) * stride_km
+    v_blk = v_head + (start + lo) * stride_vm
+    for n0 in range(lo, hi, BLOCK_N):
+        k = _load_tile(k_blk, offs_n, stride_km, offs_dqk, n - n0, DQK, BLOCK_DQK, MASKED)
+        v = _load_tile(v_blk, offs_n, stride_vm, offs_dv, n - n0, DV, BLOCK_DV, MASKED)
+        s = _dot(q, tl.trans(k), tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), IEEE) * qk_scale
+        if MASKED:
+            allowed = (n0 + offs_n < n)[None, :]
+            if CAUSAL:
+                allowed = allowed & ((n0 + offs_n)[None, :] <= (m0 + offs_m)[:, None])
+            s = tl.where(allowed, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = _dot(p.to(v.dtype), v, acc * alpha[:, None], IEEE)
+        m_i = m_new
+        k_blk += BLOCK_N * stride_km
+        v_blk += BLOCK_N * stride_vm
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _jagged_attn_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, offsets_ptr, out_ptr, lse_ptr,
+    stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_om, stride_oh,
+    total_rows, max_seq_len, num_heads, num_seqs, num_m_blocks, program_base, qk_scale,
+    CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    """out, lse of one (sequence, head, q block); program pid = ((b * H) + h) * num_m_blocks + r,
+    q block num_m_blocks - 1 - r. qk_scale = scale * log2(e)."""
+    pid = program_base + tl.program_id(0)
+    bh = pid // num_m_blocks
+    pid_m = num_m_blocks - 1 - (pid - bh * num_m_blocks)
+    b = bh // num_heads
+    h = bh - b * num_heads
+    start, n = _sequence(offsets_ptr, b, total_rows, max_seq_len)
+    h64 = h.to(tl.int64)
+    out_head = out_ptr + h64 * stride_oh
+    lse_head = lse_ptr + h64 * total_rows
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dqk = tl.arange(0, BLOCK_DQK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    m0 = pid_m * BLOCK_M
+    if m0 < n:
+        q = _load_tile(q_ptr + h64 * stride_qh + (start + m0) * stride_qm, offs_m, stride_qm, offs_dqk, n - m0,
+                       DQK, BLOCK_DQK, True)
+        k_head = k_ptr + h64 * stride_kh
+        v_head = v_ptr + h64 * stride_vh
+        acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)  # finite: exp2(m_i - m_new) never sees inf - inf
+        if CAUSAL:
+            full_hi = (m0 // BLOCK_N) * BLOCK_N  # blocks wholly before the q block's first row
+            masked_hi = tl.minimum(m0 + BLOCK_M, n)
+        else:
+            full_hi = (n // BLOCK_N) * BLOCK_N
+            masked_hi = n
+        acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_head, v_head, start, stride_km, stride_vm, 0, full_hi,
+                                   m0, n, qk_scale, offs_m, offs_n, offs_dqk, offs_dv, False, CAUSAL, IEEE, DQK,
+                                   DV, BLOCK_M, BLOCK_N, BLOCK_DQK, BLOCK_DV)
+        acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_head, v_head, start, stride_km, stride_vm, full_hi,
+                                   masked_hi, m0, n, qk_scale, offs_m, offs_n, offs_dqk, offs_dv, True, CAUSAL,
+                                   IEEE, DQK, DV, BLOCK_M, BLOCK_N, BLOCK_DQK, BLOCK_DV)
+        # Every row has its diagonal (or, past the sequence, row 0) allowed: l_i >= 1.
+        acc = acc / l_i[:, None]
+        _store_tile(out_head + (start + m0) * stride_om, offs_m, stride_om, offs_dv, n - m0, acc, DV, BLOCK_DV)
+        lse = (m_i + tl.log2(l_i)) * 0.6931471805599453  # natural log of the scaled scores' exp-sum
+        tl.store(lse_head + start + m0 + offs_m, lse, mask=offs_m < n - m0)
+    # Rows outside every sequence: before offsets[0] (sequence 0's programs), from offsets[B] on
+    # (sequence B - 1's), shared among that sequence's q-block programs of each head.
+    if b == 0:
+        _zero_rows(out_head, stride_om, 0, start, pid_m, num_m_blocks, DV, BLOCK_M, BLOCK_DV)
+        _zero_vector(lse_head, 0, start, pid_m, num_m_blocks, BLOCK_M)
+    if b == num_seqs - 1:
+        last = tl.minimum(tl.maximum(tl.load(offsets_ptr + num_seqs).to(tl.int64), start), total_rows)
+        _zero_rows(out_head, stride_om, last, total_rows, pid_m, num_m_blocks, DV, BLOCK_M, BLOCK_DV)
+        _zero_vector(lse_head, last, total_rows, pid_m, num_m_blocks, BLOCK_M)
+
+
+# ---------------------------------------------------------------- backward
+
+
+@triton.jit
+def _bwd_preprocess_kernel(
+    out_ptr, do_ptr, delta_ptr, stride_om, stride_oh, stride_dom, stride_doh, total_rows,
+    DV: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    """delta[h, r] = sum_d out[r, h, d] * dout[r, h, d] (fp32) for BLOCK_R rows of head h."""
+    r0 = tl.program_id(0).to(tl.int64) * BLOCK_R
+    h = tl.program_id(1).to(tl.int64)
+    rows = tl.arange(0, BLOCK_R)
+    cols = tl.arange(0, BLOCK_DV)
+    o = _load_tile(out_ptr + h * stride_oh + r0 * stride_om, rows, stride_om, cols, total_rows - r0, DV,
+                   BLOCK_DV, True)
+    do = _load_tile(do_ptr + h * stride_doh + r0 * stride_dom, rows, stride_dom, cols, total_rows - r0, DV,
+                    BLOCK_DV, True)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(delta_ptr + h * total_rows + r0 + rows, delta, mask=rows < total_rows - r0)
+
+
+@triton.jit
+def _dkdv_inner(dk, dv, k, v, q_head, do_head, lse_seq, delta_seq, start, stride_qm, stride_dom, lo, hi, n0, n,
+                qk_scale, offs_m, offs_n, offs_dqk, offs_dv, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """dk, dv of the held k/v block (rows n0 ..) over the q blocks [lo, hi) (multiples of
+    BLOCK_M), in transposed form: scores [BLOCK_N, BLOCK_M]. lse_seq / delta_seq point at the
+    sequence's first row of the head."""
+    q_blk = q_head + (start + lo) * stride_qm
+    do_blk = do_head + (start + lo) * stride_dom
+    for m0 in range(lo, hi, BLOCK_M):
+        q = _load_tile(q_blk, offs_m, stride_qm, offs_dqk, n - m0, DQK, BLOCK_DQK, MASKED)
+        do = _load_tile(do_blk, offs_m, stride_dom, offs_dv, n - m0, DV, BLOCK_DV, MASKED)
+        if MASKED:
+            in_seq = offs_m < n - m0
+            lse2 = tl.load(lse_seq + m0 + offs_m, mask=in_seq, other=0.0) * 1.4426950408889634
+            delta = tl.load(delta_seq + m0 + offs_m, mask=in_seq, other=0.0)
+        else:
+            lse2 = tl.load(lse_seq + m0 + offs_m) * 1.4426950408889634
+            delta = tl.load(delta_seq + m0 + offs_m)
+        s_t = _dot(k, tl.trans(q), tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32), IEEE)
+        p_t = tl.exp2(s_t * qk_scale - lse2[None, :])
+        if MASKED:
+            allowed = (offs_m < n - m0)[None, :]
+            if CAUSAL:
+                allowed = allowed & ((m0 + offs_m)[None, :] >= (n0 + offs_n)[:, None])
+            p_t = tl.where(allowed, p_t, 0.0)
+        dv = _dot(p_t.to(do.dtype), do, dv, IEEE)
+        dp_t = _dot(v, tl.trans(do), tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32), IEEE)
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = _dot(ds_t.to(q.dtype), q, dk, IEEE)
+        q_blk += BLOCK_M * stride_qm
+        do_blk += BLOCK_M * stride_dom
+    return dk, dv
+
+
+@triton.jit
+def _jagged_attn_bwd_dkdv_kernel(
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, offsets_ptr, dk_ptr, dv_ptr,
+    stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh,
+    stride_dkm, stride_dkh, stride_dvm, stride_dvh,
+    total_rows, max_seq_len, num_heads, num_seqs, num_n_blocks, program_base, qk_scale, sm_scale,
+    CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    """dk, dv of one (sequence, head, k/v block); pid = ((b * H) + h) * num_n_blocks + block (under
+    causal masking the first blocks see the most q rows: they start first)."""
+    pid = program_base + tl.program_id(0)
+    bh = pid // num_n_blocks
+    pid_n = pid - bh * num_n_blocks
+    b = bh // num_heads
+    h = bh - b * num_heads
+    start, n = _sequence(offsets_ptr, b, total_rows, max_seq_len)
+    h64 = h.to(tl.int64)
+    dk_head = dk_ptr + h64 * stride_dkh
+    dv_head = dv_ptr + h64 * stride_dvh
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dqk = tl.arange(0, BLOCK_DQK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    n0 = pid_n * BLOCK_N
+    if n0 < n:
+        k = _load_tile(k_ptr + h64 * stride_kh + (start + n0) * stride_km, offs_n, stride_km, offs_dqk, n - n0,
+                       DQK, BLOCK_DQK, True)
+        v = _load_tile(v_ptr + h64 * stride_vh + (start + n0) * stride_vm, offs_n, stride_vm, offs_dv, n - n0,
+                       DV, BLOCK_DV, True)
+        q_head = q_ptr + h64 * stride_qh
+        do_head = do_ptr + h64 * stride_doh
+        lse_seq = lse_ptr + h64 * total_rows + start
+        delta_seq = delta_ptr + h64 * total_rows + start
+        dk = tl.zeros([BLOCK_N, BLOCK_DQK], dtype=tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+        full_end = (n // BLOCK_M) * BLOCK_M  # q blocks wholly inside the sequence end before this
+        if CAUSAL:
+            # q blocks that hold a row before one of the block's k rows: masked.
+            diag_lo = (n0 // BLOCK_M) * BLOCK_M
+            diag_end = tl.cdiv(n0 + BLOCK_N, BLOCK_M) * BLOCK_M
+            dk, dv = _dkdv_inner(dk, dv, k, v, q_head, do_head, lse_seq, delta_seq, start, stride_qm, stride_dom,
+                                 diag_lo, tl.minimum(diag_end, n), n0, n, qk_scale, offs_m, offs_n, offs_dqk,
+                                 offs_dv, True, CAUSAL, IEEE, DQK, DV, BLOCK_M, BLOCK_N, BLOCK_DQK, BLOCK_DV)
+        else:
+            diag_end = 0
+        dk, dv = _dkdv_inner(dk, dv, k, v, q_head, do_head, lse_seq, delta_seq, start, stride_qm, stride_dom,
+                             diag_end, full_end, n0, n, qk_scale, offs_m, offs_n, offs_dqk, offs_dv, False, CAUSAL,
+                             IEEE, DQK, DV, BLOCK_M, BLOCK_N, BLOCK_DQK, BLOCK_DV)
+        # The sequence's last, partial q block (none when the diagonal part reached the end).
+        dk, dv = _dkdv_inner(dk, dv, k, v, q_head, do_head, lse_seq, delta_seq, start, stride_qm, stride_dom,
+                             tl.maximum(full_end, diag_end), n, n0, n, qk_scale, offs_m, offs_n, offs_dqk,
+                             offs_dv, True, CAUSAL, IEEE, DQK, DV, BLOCK_M, BLOCK_N, BLOCK_DQK, BLOCK_DV)
+        _store_tile(dk_head + (start + n0) * stride_dkm, offs_n, stride_dkm, offs_dqk, n - n0, dk * sm_scale, DQK,
+                    BLOCK_DQK)
+        _store_tile(dv_head + (start + n0) * stride_dvm, offs_n, stride_dvm, offs_dv, n - n0, dv, DV, BLOCK_DV)
+    if b == 0:
+        _zero_rows(dk_head, stride_dkm, 0, start, pid_n, num_n_blocks, DQK, BLOCK_N, BLOCK_DQK)
+        _zero_rows(dv_head, stride_dvm, 0, start, pid_n, num_n_blocks, DV, BLOCK_N, BLOCK_DV)
+    if b == num_seqs - 1:
+        last = tl.minimum(tl.maximum(tl.load(offsets_ptr + num_seqs).to(tl.int64), start), total_rows)
+        _zero_rows(dk_head, stride_dkm, last, total_rows, pid_n, num_n_blocks, DQK, BLOCK_N, BLOCK_DQK)
+        _zero_rows(dv_head, stride_dvm, last, total_rows, pid_n, num_n_blocks, DV, BLOCK_N, BLOCK_DV)
+
+
+@triton.jit
+def _dq_inner(dq, q, do, lse2, delta, k_head, v_head, start, stride_km, stride_vm, lo, hi, m0, n, qk_scale,
+              offs_m, offs_n, offs_dqk, offs_dv, MASKED: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+              DQK: tl.constexpr, DV: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """dq of the held q block over the k/v blocks [lo, hi) (multiples of BLOCK_N)."""
+    k_blk = k_head + (start + lo) * stride_km
+    v_blk = v_head + (start + lo) * stride_vm
+    for n0 in range(lo, hi, BLOCK_N):
+        k = _load_tile(k_blk, offs_n, stride_km, offs_dqk, n - n0, DQK, BLOCK_DQK, MASKED)
+        v = _load_tile(v_blk, offs_n, stride_vm, offs_dv, n - n0, DV, BLOCK_DV, MASKED)
+        s = _dot(q, tl.trans(k), tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), IEEE)
+        p = tl.exp2(s * qk_scale - lse2[:, None])
+        if MASKED:
+            allowed = (n0 + offs_n < n)[None, :]
+            if CAUSAL:
+                allowed = allowed & ((n0 + offs_n)[None, :] <= (m0 + offs_m)[:, None])
+            p = tl.where(allowed, p, 0.0)
+        dp = _dot(do, tl.trans(v), tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), IEEE)
+        ds = p * (dp - delta[:, None])
+        dq = _dot(ds.to(k.dtype), k, dq, IEEE)
+        k_blk += BLOCK_N * stride_km
+        v_blk += BLOCK_N * stride_vm
+    return dq
+
+
+@triton.jit
+def _jagged_attn_bwd_dq_kernel(
+    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, offsets_ptr, dq_ptr,
+    stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh,
+    stride_dqm, stride_dqh,
+    total_rows, max_seq_len, num_heads, num_seqs, num_m_blocks, program_base, qk_scale, sm_scale,
+    CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    """dq of one (sequence, head, q block), programs ordered as the forward's."""
+    pid = program_base + tl.program_id(0)
+    bh = pid // num_m_blocks
+    pid_m = num_m_blocks - 1 - (pid - bh * num_m_blocks)
+    b = bh // num_heads
+    h = bh - b * num_heads
+    start, n = _sequence(offsets_ptr, b, total_rows, max_seq_len)
+    h64 = h.to(tl.int64)
+    dq_head = dq_ptr + h64 * stride_dqh
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dqk = tl.arange(0, BLOCK_DQK)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    m0 = pid_m * BLOCK_M
+    if m0 < n:
+        row0 = start + m0
+        q = _load_tile(q_ptr + h64 * stride_qh + row0 * stride_qm, offs_m, stride_qm, offs_dqk, n - m0, DQK,
+                       BLOCK_DQK, True)
+        do = _load_tile(do_ptr + h64 * stride_doh + row0 * stride_dom, offs_m, stride_dom, offs_dv, n - m0, DV,
+                        BLOCK_DV, True)
+        in_seq = offs_m < n - m0
+        lse2 = tl.load(lse_ptr + h64 * total_rows + row0 + offs_m, mask=in_seq, other=0.0) * 1.4426950408889634
+        delta = tl.load(delta_ptr + h64 * total_rows + row0 + offs_m, mask=in_seq, other=0.0)
+        k_head = k_ptr + h64 * stride_kh
+        v_head = v_ptr + h64 * stride_vh
+        dq = tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32)
+        if CAUSAL:
+            full_hi = (m0 // BLOCK_N) * BLOCK_N
+            masked_hi = tl.minimum(m0 + BLOCK_M, n)
+        else:
+            full_hi = (n // BLOCK_N) * BLOCK_N
+            masked_hi = n
+        dq = _dq_inner(dq, q, do, lse2, delta, k_head, v_head, start, stride_km, stride_vm, 0, full_hi, m0, n, qk_scale,
+                       offs_m, offs_n, offs_dqk, offs_dv, False, CAUSAL, IEEE, DQK, DV, BLOCK_M, BLOCK_N,
+                       BLOCK_DQK, BLOCK_DV)
+        dq = _dq_inner(dq, q, do, lse2, delta, k_head, v_head, start, stride_km, stride_vm, full_hi, masked_hi, m0, n,
+                       qk_scale, offs_m, offs_n, offs_dqk, offs_dv, True, CAUSAL, IEEE, DQK, DV, BLOCK_M,
+                       BLOCK_N, BLOCK_DQK, BLOCK_DV)
+        _store_tile(dq_head + row0 * stride_dqm, offs_m, stride_dqm, offs_dqk, n - m0, dq * sm_scale, DQK,
+                    BLOCK_DQK)
+    if b == 0:
+        _zero_rows(dq_head, stride_dqm, 0, start, pid_m, num_m_blocks, DQK, BLOCK_M, BLOCK_DQK)
+    if b == num_seqs - 1:
+        last = tl.minimum(tl.maximum(tl.load(offsets_ptr + num_seqs).to(tl.int64), start), total_rows)
+        _zero_rows(dq_head, stride_dqm, last, total_rows, pid_m, num_m_blocks, DQK, BLOCK_M, BLOCK_DQK)
+
+
+# ---------------------------------------------------------------- launchers
+
+
+def _new_output(shape, dtype, device) -> torch.Tensor:
+    """Every output's allocation (uninitialized: the kernels write every element; the tests
+    replace this with a NaN fill to check that)."""
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _rows(t: torch.Tensor, name: str, dtype: torch.dtype, device: torch.device, shape: tuple | None = None
+          ) -> torch.Tensor:
+    """t checked as a [total_L, H, D] tensor; a last dim that is not contiguous is copied."""
+    if not isinstance(t, torch.Tensor) or t.dim() != 3:
+        raise ValueError(f"{name} must be a 3-D [total_L, H, D] tensor, got {getattr(t, 'shape', type(t))}")
+    if t.dtype != dtype or t.device != device:
+        raise ValueError(f"{name} must be {dtype} on {device}, got {t.dtype} on {t.device}")
+    if shape is not None and tuple(t.shape) != shape:
+        raise ValueError(f"{name} must be of shape {shape}, got {tuple(t.shape)}")
+    if t.stride(2) != 1 and t.size(2) > 1:
+        t = t.contiguous()
+    # In-tile offsets are int32: a block's rows * row stride must stay below 2^31.
+    if max(t.stride(0), t.stride(1)) * 256 >= 2**31:
+        raise ValueError(f"{name}'s strides {t.stride()} are too large (row stride * 256 must be < 2^31)")
+    return t
+
+
+def _inputs(q, k, v, seq_offsets, max_seq_len, scale):
+    if not isinstance(q, torch.Tensor) or q.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"q must be an fp16, bf16 or fp32 tensor, got {getattr(q, 'dtype', type(q))}")
+    dtype, device = q.dtype, q.device
+    q = _rows(q, "q", dtype, device)
+    total, heads, dqk = q.shape
+    k = _rows(k, "k", dtype, device, (total, heads, dqk))
+    v = _rows(v, "v", dtype, device)
+    if tuple(v.shape[:2]) != (total, heads):
+        raise ValueError(f"v must be [{total}, {heads}, Dv], got {tuple(v.shape)}")
+    if (not isinstance(seq_offsets, torch.Tensor) or seq_offsets.dim() != 1 or seq_offsets.numel() < 1
+            or seq_offsets.dtype not in (torch.int32, torch.int64) or seq_offsets.device != device):
+        raise ValueError(f"seq_offsets must be a 1-D int32/int64 tensor of B + 1 >= 1 entries on {device}")
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 0:
+        raise ValueError(f"max_seq_len must be an int >= 0, got {max_seq_len!r}")
+    if dqk < 1 or v.size(2) < 1 or heads < 1:
+        raise ValueError(f"H, Dqk and Dv must be >= 1, got q {tuple(q.shape)}, v {tuple(v.shape)}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(dqk)
+    return q, k, v, seq_offsets.contiguous(), float(scale)
+
+
+def _launch_common(config: AttentionConfig, causal: bool, dtype: torch.dtype, dqk: int, dv: int) -> dict:
+    _check_config(config)
+    return dict(CAUSAL=bool(causal), IEEE=dtype == torch.float32, DQK=dqk, DV=dv, BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n, BLOCK_DQK=_block_d(dqk), BLOCK_DV=_block_d(dv), num_warps=config.num_warps,
+                num_stages=config.num_stages)
+
+
+def jagged_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor,
+                         max_seq_len: int, causal: bool = True, scale: float | None = None,
+                         config: AttentionConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out [total_L, H, Dv] in q's dtype, lse [H, total_L] fp32); see the module docstring."""
+    q, k, v, seq_offsets, scale = _inputs(q, k, v, seq_offsets, max_seq_len, scale)
+    total, heads, dqk = q.shape
+    dv = v.size(2)
+    device, dtype = q.device, q.dtype
+    out = _new_output((total, heads, dv), dtype, device)
+    lse = _new_output((heads, total), torch.float32, device)
+    batch = seq_offsets.numel() - 1
+    if total == 0:
+        return out, lse
+    if batch == 0:  # no sequence, no program: every row is outside
+        out.zero_()
+        lse.zero_()
+        return out, lse
+    config = config or default_config(dqk, dv, dtype, "fwd")
+    meta = _launch_common(config, causal, dtype, dqk, dv)
+    num_m = max(1, triton.cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing needs a program
+    for base, count in grid_chunks(batch * heads * num_m, device, config.num_warps):
+        _jagged_attn_fwd_kernel[(count,)](
+            q, k, v, seq_offsets, out, lse,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0),
+            out.stride(1), total, max_seq_len, heads, batch, num_m, base, scale * LOG2E, **meta)
+    return out, lse
+
+
+def jagged_attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         out: torch.Tensor, lse: torch.Tensor, seq_offsets: torch.Tensor, max_seq_len: int,
+                         causal: bool = True, scale: float | None = None, config: AttentionConfig | None = None,
+                         dq_config: AttentionConfig | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) shaped and typed as q, k, v (contiguous) from the forward's out and lse.
+    `config`: the dk/dv kernel's tiles (block_n k/v rows held, block_m q rows streamed);
+    `dq_config`: the dq kernel's (block_m q rows held, block_n k/v rows streamed), `config` when
+    only that is given; defaults from default_config."""
+    q, k, v, seq_offsets, scale = _inputs(q, k, v, seq_offsets, max_seq_len, scale)
+    total, heads, dqk = q.shape
+    dv_dim = v.size(2)
+    device, dtype = q.device, q.dtype
+    grad_out = _rows(grad_out, "grad_out", dtype, device, (total, heads, dv_dim))
+    out = _rows(out, "out", dtype, device, (total, heads, dv_dim))
+    if (not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or tuple(lse.shape) != (heads, total)
+            or lse.device != device):
+        raise ValueError(f"lse must be a float32 [{heads}, {total}] tensor on {device}")
+    lse = lse.contiguous()
+    dq = _new_output(q.shape, dtype, device)
+    dk = _new_output(k.shape, dtype, device)
+    dv = _new_output(v.shape, dtype, device)
+    batch = seq_offsets.numel() - 1
+    if total == 0:
+        return dq, dk, dv
+    if batch == 0:
+        for t in (dq, dk, dv):
+            t.zero_()
+        return dq, dk, dv
+    dkdv_config = config or default_config(dqk, dv_dim, dtype, "dkdv")
+    dq_config = dq_config or config or default_config(dqk, dv_dim, dtype, "dq")
+
+    delta = _new_output((heads, total), torch.float32, device)
+    block_r = 64 if _block_d(dv_dim) <= 128 else 32
+    _bwd_preprocess_kernel[(triton.cdiv(total, block_r), heads)](
+        out, grad_out, delta, out.stride(0), out.stride(1), grad_out.stride(0), grad_out.stride(1), total,
+        DV=dv_dim, BLOCK_R=block_r, BLOCK_DV=_block_d(dv_dim), num_warps=4)
+
+    strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), grad_out.stride(0),
+               grad_out.stride(1))
+    meta = _launch_common(dkdv_config, causal, dtype, dqk, dv_dim)
+    num_n = max(1, triton.cdiv(max_seq_len, dkdv_config.block_n))
+    for base, count in grid_chunks(batch * heads * num_n, device, dkdv_config.num_warps):
+        _jagged_attn_bwd_dkdv_kernel[(count,)](
+            q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides,
+            dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+            total, max_seq_len, heads, batch, num_n, base, scale * LOG2E, scale, **meta)
+    meta = _launch_common(dq_config, causal, dtype, dqk, dv_dim)
+    num_m = max(1, triton.cdiv(max_seq_len, dq_config.block_m))
+    for base, count in grid_chunks(batch * heads * num_m, device, dq_config.num_warps):
+        _jagged_attn_bwd_dq_kernel[(count,)](
+            q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dq.stride(0), dq.stride(1),
+            total, max_seq_len, heads, batch, num_m, base, scale * LOG2E, scale, **meta)
+    return dq, dk, dv
+
+
+class _JaggedAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, seq_offsets, max_seq_len, causal, scale):
+        out, lse = jagged_attention_fwd(q, k, v, seq_offsets, max_seq_len, causal, scale)
+        ctx.save_for_backward(q, k, v, out, lse, seq_offsets)
+        ctx.args = (max_seq_len, causal, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse, seq_offsets = ctx.saved_tensors
+        max_seq_len, causal, scale = ctx.args
+        dq, dk, dv = jagged_attention_bwd(grad_out, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale)
+        return dq, dk, dv, None, None, None, None
+
+
+def jagged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor,
+                     max_seq_len: int, causal: bool = True, scale: float | None = None) -> torch.Tensor:
+    """out [total_L, H, Dv] (module docstring), differentiable in q, k and v (default tiles)."""
+    return _JaggedAttention.apply(q, k, v, seq_offsets, max_seq_len, causal, scale)
