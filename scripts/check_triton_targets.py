@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Cross-compile the Triton kernels (embedding_bag, the GEMM family: fp8_gemm, gemm, FP8 quantize; the
-jagged family) for
+jagged family; the attention family: HSTU and jagged softmax attention, forward and backward) for
 MI300 (gfx942), MI355 (gfx950) and H100/H200 (sm_90) without a GPU, and fail if one does not compile,
 or if an AMD kernel spills (scratch) or needs more LDS than the chip has.
 
@@ -8,8 +8,12 @@ GEMM kernels are compiled with each suggested config of their vendor (mymetaops/
 *_CONFIGS_AMD for gfx942/gfx950, *_CONFIGS_NVIDIA for sm_90) and must also contain matrix
 instructions: MFMA of the operand type on AMD (fp8: `v_mfma_*fp8*` / `*f8f6f4`; bf16/fp16), and on
 sm_90 wgmma (or mma.sync for tiles too small for a warpgroup); there the stack frame and local
-memory (spills) must be 0 and shared memory within 227 KB. `--only gemm`, `--arch gfx942` and
-`--match REGEX` (on the labels) narrow the run (tests/gemm/test_triton_targets.py uses them).
+memory (spills) must be 0 and shared memory within 227 KB. The attention kernels
+(mymetaops/triton/hstu_attention.py, jagged_attention.py) are compiled with their default_config
+per vendor at a few head dims and are held to the same checks (bf16/fp16 MFMA; wgmma or mma.sync);
+their delta preprocess, memory-bound, only to compiling, no scratch and LDS. `--only gemm` (or
+embedding_bag, jagged, attention), `--arch gfx942` and `--match REGEX` (on the labels) narrow the
+run (tests/gemm/test_triton_targets.py uses them).
 
 Prints one line per kernel/config/target: registers, spills/scratch and shared memory (LDS).
 CUDA registers, stack frame (spills land there) and local memory come from `cuobjdump -res-usage`
@@ -27,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -35,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the package: imp
 from mymetaops.model.gemm import PROMOTED_MAX_TILE  # noqa: E402
 from mymetaops.triton import embedding_bag as kernels  # noqa: E402
 from mymetaops.triton import gemm as gemm_kernels  # noqa: E402
+from mymetaops.triton import hstu_attention as hstu_kernels  # noqa: E402
 from mymetaops.triton import jagged as jagged_kernels  # noqa: E402
+from mymetaops.triton import jagged_attention as attention_kernels  # noqa: E402
 from mymetaops.triton import quantize_fp8 as quantize_kernels  # noqa: E402
 
 TARGETS = {  # name: (target, LDS budget in bytes or None)
@@ -318,6 +325,117 @@ def _jagged_cases():
             yield label, src, options, targets, isa
 
 
+# --------------------------------------------------------------------------- attention family
+
+ATTENTION_VENDORS = (("amd", AMD), ("nvidia", NVIDIA))  # default_config's vendor: its targets
+# sm_90: wgmma, or mma.sync where the tiles are too small for a warpgroup (dk/dv at D = 256).
+ATTENTION_MMA = r"wgmma\.mma_async|mma\.sync"
+ATTENTION_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}  # default_config takes the torch dtype
+
+
+def _attention_source(fn, types: dict[str, str], constexprs: dict) -> ASTSource:
+    """Pointers and the stride_* args get the 16-divisibility of contiguous [rows, H, D] tensors
+    with D a multiple of 16, as at real launches; sizes and scalars do not."""
+    names = fn.arg_names
+    signature = {n: types.get(n, "constexpr") for n in names}
+    marked = [n for n, t in types.items() if t.startswith("*") or n.startswith("stride_")]
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in marked}
+    return ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+# (dtype, seq_offsets type, D, kernels, causal, masks), each compiled with its vendor's default
+# config: bf16 causal at D = 64 and 128 for every kernel, the forward also at D = 256; HSTU's masks
+# (targets, window, contextual rows) at D = 128 in the forward and dk/dv (their two block plans: dq
+# shares the forward's); fp16 operands with int32 offsets on one forward per op. Kept small (each
+# compile takes seconds): 57 compiles in all.
+HSTU_CASES = [("bf16", "i64", d, ("fwd", "dkdv", "dq"), True, False) for d in (64, 128)] + [
+    ("bf16", "i64", 256, ("fwd",), True, False),
+    ("bf16", "i64", 128, ("fwd", "dkdv"), True, True),
+    ("fp16", "i32", 128, ("fwd",), True, False)]
+JAGGED_ATTENTION_CASES = [("bf16", "i64", d, ("fwd", "dkdv", "dq"), True) for d in (64, 128)] + [
+    ("bf16", "i64", 256, ("fwd",), True),
+    ("fp16", "i32", 128, ("fwd",), True)]
+
+
+def _hstu_attention_cases():
+    k = hstu_kernels
+    fns = {"fwd": k._hstu_fwd_kernel, "dkdv": k._hstu_bwd_dkdv_kernel, "dq": k._hstu_bwd_dq_kernel}
+    outputs = {"fwd": ("Out",), "dkdv": ("DK", "DV_"), "dq": ("DQ",)}
+    strides = {"fwd": ("q", "k", "v", "o"), "dkdv": ("q", "k", "v", "do", "dk", "dv"),
+               "dq": ("q", "k", "v", "do", "dq")}
+    for vendor, targets in ATTENTION_VENDORS:
+        for dt, idt, d, kernels, causal, masks in HSTU_CASES:
+            f = POINTER_TYPES[dt]
+            isa = {"hip": MFMA[dt], "cuda": ATTENTION_MMA}
+            for kernel in kernels:
+                c = k.default_config(d, d, ATTENTION_DTYPES[dt], kernel=kernel, vendor=vendor, masked=masks)
+                options = {"num_warps": c.num_warps, "num_stages": c.num_stages}
+                types = {n: f for n in ("Q", "K", "V") + (("DO",) if kernel != "fwd" else ()) + outputs[kernel]}
+                types["seq_offsets"] = POINTER_TYPES[idt]
+                types.update({f"stride_{t}{dim}": "i32" for t in strides[kernel] for dim in "mh"})
+                types.update({n: "i32" for n in ("total_rows", "num_seqs", "num_heads", "max_seq_len",
+                                                 "max_attn_len", "contextual_seq_len")})
+                types.update(alpha="fp32", inv_n="fp32")
+                constexprs = {"CAUSAL": causal, "HAS_TARGETS": masks, "HAS_WINDOW": masks, "HAS_CONTEXT": masks,
+                              "DQK": d, "DV": d, "BLOCK_DQK": k._block_d(d), "BLOCK_DV": k._block_d(d),
+                              "BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "IEEE": False}
+                if masks:
+                    types["num_targets"] = "*i32"
+                else:
+                    constexprs["num_targets"] = None  # the launchers pass None without targets
+                variant = ("causal" if causal else "full") + ("+targets+window+context" if masks else "")
+                yield (f"hstu_attn_{kernel}({dt}/{idt} {variant} D{d}) {c}",
+                       _attention_source(fns[kernel], types, constexprs), options, targets, isa)
+
+
+def _jagged_attention_cases():
+    k = attention_kernels
+    fns = {"fwd": k._jagged_attn_fwd_kernel, "dkdv": k._jagged_attn_bwd_dkdv_kernel,
+           "dq": k._jagged_attn_bwd_dq_kernel}
+    pointers = {"fwd": ("q_ptr", "k_ptr", "v_ptr", "out_ptr"), "dkdv": ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "dk_ptr",
+                                                                        "dv_ptr"),
+                "dq": ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "dq_ptr")}
+    strides = {"fwd": ("q", "k", "v", "o"), "dkdv": ("q", "k", "v", "do", "dk", "dv"),
+               "dq": ("q", "k", "v", "do", "dq")}
+    for vendor, targets in ATTENTION_VENDORS:
+        for dt, idt, d, kernels, causal in JAGGED_ATTENTION_CASES:
+            f = POINTER_TYPES[dt]
+            isa = {"hip": MFMA[dt], "cuda": ATTENTION_MMA}
+            for kernel in kernels:
+                c = k.default_config(d, d, ATTENTION_DTYPES[dt], kernel, vendor)
+                options = {"num_warps": c.num_warps, "num_stages": c.num_stages}
+                types = {n: f for n in pointers[kernel]}
+                types.update(offsets_ptr=POINTER_TYPES[idt], lse_ptr="*fp32")
+                if kernel != "fwd":
+                    types["delta_ptr"] = "*fp32"
+                types.update({f"stride_{t}{dim}": "i32" for t in strides[kernel] for dim in "mh"})
+                blocks = "num_n_blocks" if kernel == "dkdv" else "num_m_blocks"
+                types.update({n: "i32" for n in ("total_rows", "max_seq_len", "num_heads", "num_seqs", blocks,
+                                                 "program_base")})
+                types["qk_scale"] = "fp32"
+                if kernel != "fwd":
+                    types["sm_scale"] = "fp32"
+                constexprs = {"CAUSAL": causal, "IEEE": False, "DQK": d, "DV": d, "BLOCK_DQK": k._block_d(d),
+                              "BLOCK_DV": k._block_d(d), "BLOCK_M": c.block_m, "BLOCK_N": c.block_n}
+                yield (f"jagged_attn_{kernel}({dt}/{idt} {'causal' if causal else 'full'} D{d}) {c}",
+                       _attention_source(fns[kernel], types, constexprs), options, targets, isa)
+    # The backward's delta = rowsum(out * dout): memory-bound, no matrix instructions; the
+    # launcher's BLOCK_R and 4 warps.
+    for d in (128,):
+        block_r = 64 if k._block_d(d) <= 128 else 32
+        types = {"out_ptr": "*bf16", "do_ptr": "*bf16", "delta_ptr": "*fp32", "total_rows": "i32",
+                 **{f"stride_{t}{dim}": "i32" for t in ("o", "do") for dim in "mh"}}
+        yield (f"jagged_attn_bwd_preprocess(bf16 D{d}) R{block_r} w4",
+               _attention_source(k._bwd_preprocess_kernel, types,
+                                 {"DV": d, "BLOCK_R": block_r, "BLOCK_DV": k._block_d(d)}),
+               {"num_warps": 4}, tuple(TARGETS), None)
+
+
+def _attention_cases():
+    yield from _hstu_attention_cases()
+    yield from _jagged_attention_cases()
+
+
 def _embedding_bag_cases():
     for label, src, num_warps in _cases():
         yield label, src, {"num_warps": num_warps}, tuple(TARGETS), None
@@ -325,12 +443,14 @@ def _embedding_bag_cases():
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("embedding_bag", "gemm", "jagged"), help="one family's kernels")
+    parser.add_argument("--only", choices=("embedding_bag", "gemm", "jagged", "attention"),
+                        help="one family's kernels")
     parser.add_argument("--arch", action="append", choices=tuple(TARGETS), help="targets (default: all)")
     parser.add_argument("--match", help="only cases whose label matches this regular expression")
     args = parser.parse_args(argv)
     archs = set(args.arch or TARGETS)
-    families = {"embedding_bag": _embedding_bag_cases, "gemm": _gemm_cases, "jagged": _jagged_cases}
+    families = {"embedding_bag": _embedding_bag_cases, "gemm": _gemm_cases, "jagged": _jagged_cases,
+                "attention": _attention_cases}
     failures = 0
     print(f"triton {triton.__version__}")
     for family, cases in families.items():

@@ -91,16 +91,23 @@ _C = HstuConfig
 # Defaults: per kernel, (largest padded head dim, config); the padded head dim is
 # max(16, next_pow2(max(Dqk, Dv))). Every entry compiles for its vendor's targets in bf16 and fp16
 # without spills (scratch / local memory), MFMA / wgmma present, within the LDS / shared-memory
-# budget (Triton 3.8; see scripts/check_triton_targets.py); none is measured on a GPU yet.
+# budget (scripts/check_triton_targets.py). NVIDIA's D <= 128 entries are the fastest of
+# bench/attention/config_sweep.py on the H200 (2026-12-02, Triton 3.6; bench/results/
+# 2026-12-02-NVIDIA_H200-attention-config_sweep.md); D = 256 and AMD's are not measured.
 DEFAULT_CONFIGS = {
-    # NVIDIA sm_90: 8 warps = two warpgroups of 64 rows (wgmma's M), so 128 resident rows; the
-    # streamed block as large as registers allow: 128 keys for D <= 64, 64 for D = 128 (the fp32
-    # accumulator and S take ~200 of 255 registers), 32 for D = 256; 3 stages of K/V in flight
-    # where shared memory allows (Q 32 KB + 3 x 32 KB at D = 128).
-    ("nvidia", "fwd"): ((64, _C(128, 128, 8, 3)), (128, _C(128, 64, 8, 3)), (256, _C(128, 32, 8, 2))),
+    # NVIDIA sm_90 forward: 64 resident query rows on 4 warps (one warpgroup, wgmma's M) and 64-key
+    # steps, 3 stages. 128 rows on 8 warps ran 10-50% slower at every D <= 128 shape: 194 against
+    # 157 TFLOP/s at B64 N1024 H4 D128, 360 against 320 at B32 N4096, 89 against 177 us at B512
+    # N256 D64 (twice the programs to spread short sequences over). With targets, window or
+    # contextual masks the 64-row tiles spill (Triton 3.8): those keep "fwd_masked", the 128-row
+    # tiles on 8 warps (the fp32 accumulator and S take ~200 of 255 registers). D = 256: 128 x 32.
+    ("nvidia", "fwd"): ((64, _C(64, 64, 4, 3)), (128, _C(64, 64, 4, 3)), (256, _C(128, 32, 8, 2))),
+    ("nvidia", "fwd_masked"): ((64, _C(128, 128, 8, 3)), (128, _C(128, 64, 8, 3)), (256, _C(128, 32, 8, 2))),
     # dk/dv: two fp32 [block_n, D] accumulators stay in registers, so the resident key block is
     # 128 rows at D <= 64, 64 at D = 128 and 32 at D = 256 (mma.sync there: every 64-row wgmma
-    # tiling of D = 256 spills); 32 streamed query rows keep S^T / dP^T small.
+    # tiling of D = 256 spills); 32 streamed query rows keep S^T / dP^T small. 64 x 64 tiles on 4
+    # warps ran the backward 1.5-1.7x faster on the H200 (403 against 613 us at B64 N1024 H4 D128)
+    # but spill 208 bytes (Triton 3.8): not a default until a variant fits.
     ("nvidia", "dkdv"): ((64, _C(32, 128, 8, 2)), (128, _C(32, 64, 8, 2)), (256, _C(32, 32, 8, 2))),
     # dq: one accumulator, so 128 resident query rows; 64 / 32 / 32 streamed keys for D <= 64 /
     # 128 / 256 (wider ones spill or exceed the register file).
@@ -147,7 +154,7 @@ def _smem_estimate(config: HstuConfig, dqk: int, dv: int, elem: int, kernel: str
 
 
 def default_config(dqk: int, dv: int, dtype: torch.dtype = torch.bfloat16, *, kernel: str = "fwd",
-                   vendor: str | None = None) -> HstuConfig:
+                   vendor: str | None = None, masked: bool = False) -> HstuConfig:
     """The default tiles of `kernel` ('fwd', 'dkdv' or 'dq') for head dims (dqk, dv) and the
     operand dtype on `vendor` ('nvidia' / 'amd'; default: AMD under ROCm torch, else NVIDIA).
     4-byte fp32 operands get their stages, then the streamed block, then the resident block halved
@@ -155,7 +162,7 @@ def default_config(dqk: int, dv: int, dtype: torch.dtype = torch.bfloat16, *, ke
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     vendor = _vendor(vendor)
-    table = DEFAULT_CONFIGS[vendor, kernel]
+    table = DEFAULT_CONFIGS.get((vendor, f"{kernel}_masked") if masked else None, DEFAULT_CONFIGS[vendor, kernel])
     width = _block_d(max(dqk, dv))
     config = next((c for d, c in table if width <= d), table[-1][1])
     elem = torch.empty((), dtype=dtype).element_size()
@@ -752,7 +759,9 @@ def hstu_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_of
         return out
     if seq_offsets.numel() == 1 or max_seq_len == 0:  # no sequence, or only empty ones
         return out.zero_()
-    config = _check_config(config if config is not None else default_config(dqk, dv, q.dtype, kernel="fwd"))
+    masked = num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
+    config = _check_config(config if config is not None else default_config(dqk, dv, q.dtype, kernel="fwd",
+                                                                             masked=masked))
     grid, scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
                                              contextual_seq_len, dqk, dv, config,
                                              triton.cdiv(max_seq_len, config.block_m))

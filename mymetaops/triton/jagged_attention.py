@@ -99,13 +99,18 @@ class AttentionConfig:
 #  * dq: holds 128 q rows (64 at D = 256), dout and dq; k/v stream in 64-row steps at D = 64 (175
 #    registers) and 32-row ones above (216 / 249: 64-row ones spill at D = 128).
 _NVIDIA = {
-    "fwd": {64: AttentionConfig(128, 64, 4, 3), 128: AttentionConfig(128, 64, 8, 3),
+    "fwd": {64: AttentionConfig(128, 64, 4, 3), 128: AttentionConfig(64, 64, 4, 3),
             256: AttentionConfig(64, 32, 8, 2)},
     "dkdv": {64: AttentionConfig(32, 128, 8, 3), 128: AttentionConfig(32, 64, 8, 3),
              256: AttentionConfig(32, 32, 8, 2)},
     "dq": {64: AttentionConfig(128, 64, 8, 3), 128: AttentionConfig(128, 32, 8, 3),
            256: AttentionConfig(64, 32, 8, 2)},
 }
+# Measured (bench/attention/config_sweep.py, H200, Triton 3.6, 2026-12-02): at D = 128 the forward
+# is fastest with 64 x 64 tiles on 4 warps (198 against 175 TFLOP/s at B64 N1024 H4, 342 against
+# 333 at B32 N4096 H4; no spill on Triton 3.8 either), the fwd entry above. The backward was
+# fastest with 64 x 128 dk/dv and 128 x 64 dq tiles on 8 warps, 2 stages (544 against 614 us,
+# 2429 against 3105), but those spill on Triton 3.8 (336 / 8 bytes of stack): not defaults.
 # AMD (gfx942: 64 KB LDS, 512 VGPRs + AGPRs per lane at 4 waves per workgroup but only 256 at 8,
 # where everything below spills; gfx950: 160 KB LDS): 4 waves of 64 lanes everywhere, 2 stages
 # (the streamed tiles double-buffered in LDS; at most 36 KB on gfx942) unless noted. Register

@@ -34,3 +34,29 @@ def test_cross_compile_sample():
         assert any(f" {arch} " in line and "quantize_rowwise" in line for line in lines), out
     tma = [line for line in lines if " sm90 " in line and " tma)" in line]
     assert tma and all(line.rstrip().endswith("wgmma") for line in tma), out
+
+
+# Attention: HSTU's forward at D = 128 (the most registers on sm_90), jagged attention's dq at
+# D = 64 and the delta preprocess (memory-bound, no matrix instructions): 9 compiles.
+ATTENTION_SAMPLE = (r"^(hstu_attn_fwd\(bf16/i64 causal D128\) |jagged_attn_dq\(bf16/i64 causal D64\) "
+                    r"|jagged_attn_bwd_preprocess\()")
+
+
+def test_cross_compile_attention_sample():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    cmd = [sys.executable, str(ROOT / "scripts" / "check_triton_targets.py"), "--only", "attention", "--match",
+           ATTENTION_SAMPLE]
+    for arch in ("gfx942", "gfx950", "sm90"):
+        cmd += ["--arch", arch]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0 and "0 failure(s)" in out, out
+    lines = [line for line in out.splitlines() if line.startswith(("ok", "FAIL"))]
+    assert len(lines) == 9, out
+    for arch in ("gfx942", "gfx950"):
+        dots = [line for line in lines if f" {arch} " in line and "preprocess" not in line]
+        assert len(dots) == 2, out
+        assert all(line.split()[-1].startswith("v_mfma") and "bf16" in line.split()[-1] for line in dots), out
+    dots = [line for line in lines if " sm90 " in line and "preprocess" not in line]
+    assert len(dots) == 2 and all(line.split()[-1] in ("wgmma", "mma.sync", "wgmma+mma.sync") for line in dots), out
+    assert sum("preprocess" in line for line in lines) == 3, out
