@@ -3,7 +3,10 @@
     python -m mymetaops.demo [--steps 30] [--device cpu|cuda] [--fp8]
 
 Three embedding tables pooled with `mymetaops.embedding_bag` (jagged bags, empty ones included),
-a bottom MLP for dense features and a top MLP; a few SGD steps on synthetic clicks. It prints the
+a bottom MLP for dense features, an HSTU-style encoder of each user's item history (the first
+table's bag, as a jagged sequence: one `mymetaops.hstu_attention` layer, one
+`mymetaops.jagged_attention` layer, mean-pooled through `mymetaops.jagged_to_padded_dense`) and a
+top MLP; a few SGD steps on synthetic clicks. It prints the
 loss and the kernel the model picks for each table (and, on a CPU-only machine, what it would pick
 on an H200 and an MI350X). --fp8: the top MLP's hidden layer is a `mymetaops.nn.Fp8Linear` (bf16
 master weights, FP8 GEMMs for its forward and input gradient).
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import mymetaops
@@ -21,6 +25,8 @@ TABLE_ROWS = (200_000, 50_000, 1_000)
 EMBEDDING_DIM = 64
 MEAN_BAG_SIZE = (20, 8, 2)
 DENSE_FEATURES = 13
+HISTORY_TABLE, HISTORY_HEADS = 0, 2
+MAX_HISTORY = 2 * MEAN_BAG_SIZE[HISTORY_TABLE]  # bag lengths are drawn in [0, 2 * mean]
 
 
 class Bf16Fp8Linear(nn.Module):
@@ -34,23 +40,53 @@ class Bf16Fp8Linear(nn.Module):
         return self.linear(x.to(torch.bfloat16)).float()
 
 
+class HistoryEncoder(nn.Module):
+    """One HSTU layer (silu-gated projections, hstu_attention, a gate u on the normalized output)
+    and one softmax attention layer over each user's jagged history [total, dim], then the mean of
+    each sequence's rows ([B, dim]; 0 for an empty history)."""
+
+    def __init__(self, dim=EMBEDDING_DIM, heads=HISTORY_HEADS):
+        super().__init__()
+        self.heads = heads
+        self.uvqk = nn.Linear(dim, 4 * dim)
+        self.hstu_out = nn.Linear(dim, dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x, seq_offsets, lengths):
+        total, dim = x.shape
+        heads = (total, self.heads, dim // self.heads)
+        u, v, q, k = F.silu(self.uvqk(x)).split(dim, dim=1)
+        attn = mymetaops.hstu_attention(q.reshape(heads), k.reshape(heads), v.reshape(heads), seq_offsets,
+                                        MAX_HISTORY, alpha=(dim // self.heads) ** -0.5)
+        x = x + self.hstu_out(u * F.layer_norm(attn.reshape(total, dim), (dim,)))
+        q, k, v = self.qkv(x).split(dim, dim=1)
+        x = x + mymetaops.jagged_attention(q.reshape(heads), k.reshape(heads), v.reshape(heads), seq_offsets,
+                                           MAX_HISTORY).reshape(total, dim)
+        padded = mymetaops.jagged_to_padded_dense(x, seq_offsets, MAX_HISTORY)  # [B, MAX_HISTORY, dim]
+        return padded.sum(1) / lengths.clamp(min=1).unsqueeze(1)
+
+
 class ToyRecsys(nn.Module):
     def __init__(self, fp8: bool = False):
         super().__init__()
         self.tables = nn.ParameterList(
             nn.Parameter(torch.randn(rows, EMBEDDING_DIM) * 0.05) for rows in TABLE_ROWS)
         self.bottom = nn.Sequential(nn.Linear(DENSE_FEATURES, EMBEDDING_DIM), nn.ReLU())
-        hidden = (Bf16Fp8Linear if fp8 else nn.Linear)(EMBEDDING_DIM * (len(TABLE_ROWS) + 1), 128)
+        self.history = HistoryEncoder()
+        hidden = (Bf16Fp8Linear if fp8 else nn.Linear)(EMBEDDING_DIM * (len(TABLE_ROWS) + 2), 128)
         self.top = nn.Sequential(hidden, nn.ReLU(), nn.Linear(128, 1))
 
-    def forward(self, dense, sparse):
+    def forward(self, dense, sparse, history):
         pooled = [mymetaops.embedding_bag(indices, table, offsets, mode="sum")
                   for table, (indices, offsets) in zip(self.tables, sparse)]
-        return self.top(torch.cat([self.bottom(dense)] + pooled, dim=1)).squeeze(1)
+        items, seq_offsets, lengths = history
+        encoded = self.history(self.tables[HISTORY_TABLE][items], seq_offsets, lengths)
+        return self.top(torch.cat([self.bottom(dense)] + pooled + [encoded], dim=1)).squeeze(1)
 
 
 def synthetic_batch(batch_size, generator, device):
-    """Dense features, jagged sparse features per table, and clicks that depend on both."""
+    """Dense features, jagged sparse features per table, the history (the first table's bags as
+    jagged sequences: items, seq_offsets [B + 1], lengths), and clicks that depend on them."""
     dense = torch.randn(batch_size, DENSE_FEATURES, generator=generator)
     sparse = []
     for rows, mean_size in zip(TABLE_ROWS, MEAN_BAG_SIZE):
@@ -64,7 +100,10 @@ def synthetic_batch(batch_size, generator, device):
             torch.cat([sparse[0][1].cpu(), torch.tensor([first_table_rows.numel()])]))),
         (first_table_rows % 7 == 0).float())
     clicks = ((dense[:, 0] + hot - 0.5) > 0).float()
-    return dense.to(device), sparse, clicks.to(device)
+    items = sparse[HISTORY_TABLE][0]
+    seq_offsets = torch.cat([sparse[HISTORY_TABLE][1], torch.tensor([items.numel()], device=device)])
+    history = (items, seq_offsets, torch.diff(seq_offsets).float())
+    return dense.to(device), sparse, history, clicks.to(device)
 
 
 def print_dispatch(model, sparse, device):
@@ -102,8 +141,8 @@ def main():
     print_dispatch(model, batches[0][1], device)
     loss_fn = nn.BCEWithLogitsLoss()
     for step in range(args.steps):
-        dense, sparse, clicks = batches[step % len(batches)]
-        loss = loss_fn(model(dense, sparse), clicks)
+        dense, sparse, history, clicks = batches[step % len(batches)]
+        loss = loss_fn(model(dense, sparse, history), clicks)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

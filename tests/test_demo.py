@@ -1,4 +1,5 @@
-"""The demo's model trains, with and without its FP8 layer (CPU kernels)."""
+"""The demo's model trains, with and without its FP8 layer (CPU kernels; the attention encoder of
+the item history included)."""
 import pytest
 import torch
 
@@ -9,11 +10,11 @@ from mymetaops import demo
 def test_demo_model_trains(fp8):
     torch.manual_seed(0)
     model = demo.ToyRecsys(fp8)
-    dense, sparse, clicks = demo.synthetic_batch(64, torch.Generator().manual_seed(0), torch.device("cpu"))
+    dense, sparse, history, clicks = demo.synthetic_batch(64, torch.Generator().manual_seed(0), torch.device("cpu"))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     losses = []
     for _ in range(5):
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(dense, sparse), clicks)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(dense, sparse, history), clicks)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
