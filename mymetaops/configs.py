@@ -115,6 +115,27 @@ class TritonQuantizeConfig:
 
 
 @dataclass(frozen=True)
+class TritonAttentionConfig:
+    """Tiles of the Triton attention kernels (mymetaops/triton/hstu_attention.py,
+    jagged_attention.py): block_m query rows by block_n key rows, num_warps, num_stages. All 0:
+    the kernels' own default_config (per kernel and head dim; the backward's two kernels)."""
+
+    block_m: int = 0
+    block_n: int = 0
+    num_warps: int = 0
+    num_stages: int = 0
+
+    @property
+    def kernel_defaults(self) -> bool:
+        return self.block_m == 0
+
+    def __str__(self) -> str:
+        if self.kernel_defaults:
+            return "the kernels' default tiles"
+        return f"M{self.block_m} N{self.block_n} w{self.num_warps} s{self.num_stages}"
+
+
+@dataclass(frozen=True)
 class ScaledMmConfig(VendorConfig):
     """torch._scaled_mm (cuBLASLt / hipBLASLt, or torch's CUTLASS rowwise kernel)."""
 

@@ -20,7 +20,7 @@ from .hardware import HardwareSpec
 BACKENDS = ("native", "triton", "vendor")
 # Imported by `import mymetaops.model`: each registers its family.
 FAMILY_MODULES = ("mymetaops.model.embedding_bag", "mymetaops.model.gemm", "mymetaops.model.quantize_fp8",
-                  "mymetaops.model.jagged")
+                  "mymetaops.model.jagged", "mymetaops.model.attention")
 
 
 class Estimate(NamedTuple):  # a tuple, not a dataclass: built for every candidate, so kept cheap

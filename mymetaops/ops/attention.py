@@ -15,7 +15,8 @@ products accumulated in fp32.
   = 1 / sqrt(Dqk); the log-sum-exp of each row is kept for the backward.
 
 Kernels: on a GPU, Triton (mymetaops/triton/hstu_attention.py, jagged_attention.py), forward and
-backward; there is no native CUDA / HIP kernel yet (`mymetaops.explain` says so). On the CPU, a
+backward, the forward's tiles chosen by the model (mymetaops/model/attention.py) once per bucket of
+problems; there is no native CUDA / HIP kernel yet (`mymetaops.explain` says so). On the CPU, a
 per-sequence torch composite in fp32 (fp64 for fp64 inputs). No host sync on the GPU: shapes are
 checked on the host, offsets and num_targets values by a small kernel that records the first bad
 entry (raised by the next call, `mymetaops.check_errors()` or validate=True; the kernels clamp
@@ -29,7 +30,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mymetaops import _C  # noqa: F401  (the schemas)
+from mymetaops import _C, model  # noqa: F401  (_C: the schemas)
+from mymetaops._backend import current_backend
 from mymetaops.ops import dispatch, errors
 
 _ops = torch.ops.mymetaops
@@ -228,7 +230,24 @@ def _softmax_backward_cpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_l
         return _grads(o, leaves, grad_output)
 
 
-# ---- CUDA kernels: Triton ---------------------------------------------------------------------------
+# ---- CUDA kernels: Triton, with the model's tiles -----------------------------------------------------
+
+@functools.lru_cache(maxsize=4096)
+def _decided_config(op: str, device_index: int, backend: str, key: tuple):
+    """The model's config for a bucket of problems (decided once per bucket, as the C++ dispatch
+    does for the other families); None: the kernels' own defaults."""
+    family = model.get_family("attention")
+    decision = model.decide(op, family.problem_from_key(op, key), dispatch.hardware(device_index), backend)
+    c = decision.choice.config
+    return None if c.kernel_defaults else (c.block_m, c.block_n, c.num_warps, c.num_stages)
+
+
+def _forward_config(op, config_type, q, v, seq_offsets, max_seq_len, causal, masked=False):
+    problem = model.attention.problem_of(op, q, v, seq_offsets, max_seq_len, causal, masked)
+    key = model.get_family("attention").bucket_key(op, problem)
+    tiles = _decided_config(op, q.device.index, current_backend(), key)
+    return None if tiles is None else config_type(*tiles)
+
 
 @torch.library.impl("mymetaops::hstu_attention", "CUDA")
 def _hstu_cuda(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_targets=None, max_attn_len=0,
@@ -236,8 +255,10 @@ def _hstu_cuda(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_target
     _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
     checks, hstu, _ = _triton()
     _queue_value_checks("hstu_attention", checks.OP_HSTU_ATTENTION, q, seq_offsets, num_targets, max_seq_len)
+    masked = num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
+    config = _forward_config("hstu_attention", hstu.HstuConfig, q, v, seq_offsets, max_seq_len, causal, masked)
     return hstu.hstu_attention_fwd(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
-                                   contextual_seq_len)
+                                   contextual_seq_len, config)
 
 
 @torch.library.impl("mymetaops::hstu_attention_backward", "CUDA")
@@ -254,7 +275,8 @@ def _softmax_cuda(q, k, v, seq_offsets, max_seq_len, causal=True, scale=None):
     _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
     checks, _, softmax = _triton()
     _queue_value_checks("jagged_attention", checks.OP_JAGGED_ATTENTION, q, seq_offsets, None, max_seq_len)
-    return softmax.jagged_attention_fwd(q, k, v, seq_offsets, max_seq_len, causal, scale)
+    config = _forward_config("jagged_attention", softmax.AttentionConfig, q, v, seq_offsets, max_seq_len, causal)
+    return softmax.jagged_attention_fwd(q, k, v, seq_offsets, max_seq_len, causal, scale, config)
 
 
 @torch.library.impl("mymetaops::jagged_attention_backward", "CUDA")

@@ -1,0 +1,204 @@
+"""The attention family (`hstu_attention`, `jagged_attention` and their backwards): Triton tiles
+over jagged sequences, costed by the tiles they compute.
+
+The host knows B, max_seq_len N and total_L T, not the lengths (reading them is a sync): the model
+takes the mean length m = T / B and lengths spread like uniform ones, so a sequence's causal pairs
+average (4/3) m^2 / 2, at most m N / 2. A config (block_m x block_n) computes every tile its
+q-blocks touch, the diagonal ones whole:
+
+    tiles   = (pairs + T block_m / 2) / (block_m block_n)   (non-causal: pairs = B (4/3) m^2)
+    compute = tiles x 4 block_m block_n D (x 2.5 backward) / (peak x efficiency[config])
+    t       = max(compute / SMs, the longest sequence's last block: N / block_n tiles in a row)
+              + launches + HOST_US (the public op's Python path)
+
+No native kernel exists yet (a Hopper wgmma/TMA kernel and a CDNA MFMA kernel are the issue's);
+`explain` says so. torch has no jagged HSTU attention; flex_attention compiles per mask and is a
+benchmark anchor, not a candidate. Tags: [M] measured on this project's H200 (bench/attention/
+NOTES.md, 2026-12-02); [A] assumed.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import random
+from dataclasses import dataclass, replace
+
+from mymetaops.configs import TritonAttentionConfig
+
+from . import costs
+from .family import Estimate, Family, register
+from .hardware import HardwareSpec
+
+HSTU, HSTU_BACKWARD, SOFTMAX, SOFTMAX_BACKWARD = OPS = (
+    "hstu_attention", "hstu_attention_backward", "jagged_attention", "jagged_attention_backward")
+BACKWARD = {HSTU: HSTU_BACKWARD, SOFTMAX: SOFTMAX_BACKWARD}
+DTYPE_IDS = {"bf16": 0, "fp16": 1, "fp32": 2}
+DTYPE_NAMES = {v: k for k, v in DTYPE_IDS.items()}
+# Forward candidates on NVIDIA (they compile without spills for D <= 128: scripts/
+# check_triton_targets.py), with the share of the bf16 peak each reached on useful FLOPs at B32
+# N4096 H4 D128 ([M], the longest shape: little else in its time): hstu / softmax.
+NVIDIA_FORWARD = {
+    TritonAttentionConfig(64, 64, 4, 3): (360 / 989, 342 / 989),
+    TritonAttentionConfig(128, 64, 8, 3): (320 / 989, 333 / 989),
+}
+# The 64-row tiles spill with HSTU's target / window / contextual masks (Triton 3.8).
+MASKED_EXCLUDED = TritonAttentionConfig(64, 64, 4, 3)
+# Backward: the kernels' defaults only (the faster sweep tiles spill): [M] 161 / 164 TFLOP/s of
+# 2.5x the forward FLOPs at B32 N4096 H4 D128.
+BACKWARD_EFFICIENCY = {HSTU_BACKWARD: 161 / 989, SOFTMAX_BACKWARD: 164 / 989}
+DEFAULT_EFFICIENCY = 0.25  # [A] AMD, D > 128, fp32: no measurement
+# [M] The public op's host path per call, beyond its launches (bench/attention/NOTES.md: 90-170 us
+# between the public op and its launcher; backward: the autograd wrapper and its op).
+HOST_US = {"forward": 100.0, "backward": 150.0}
+KERNEL_DEFAULTS = TritonAttentionConfig()  # the kernels' default_config: backwards, AMD, D > 128, fp32
+
+
+@dataclass(frozen=True)
+class AttentionProblem:
+    op: str
+    batch: int
+    max_len: int
+    total: int
+    heads: int
+    dqk: int
+    dv: int
+    dtype: str = "bf16"
+    causal: bool = True
+    masked: bool = False  # hstu: num_targets, a window or contextual rows
+
+    @property
+    def pairs(self) -> float:
+        """(q, k) pairs computed per head, from the mean length (the lengths stay on the GPU)."""
+        if self.batch == 0 or self.total == 0:
+            return 0.0
+        mean = self.total / self.batch
+        square = min(4.0 / 3.0 * mean * mean, mean * self.max_len)
+        return self.batch * square * (0.5 if self.causal else 1.0)
+
+    @property
+    def flops(self) -> float:
+        per_pair = 2 * (self.dqk + self.dv) * self.heads
+        return per_pair * self.pairs * (2.5 if self.op in BACKWARD.values() else 1.0)
+
+
+def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, efficiency: float) -> Estimate:
+    backward = p.op in BACKWARD.values()
+    launch = (4 if backward else 2) * costs.launch_us(hw, "triton")  # + the value checks / preprocess
+    host = HOST_US["backward" if backward else "forward"]
+    if p.pairs == 0:
+        return Estimate(host + launch, "launch", "no rows", 1.0, 0, 1)
+    rate = hw.peak_tflops[p.dtype] * 1e6 * efficiency  # FLOP/us
+    block_m, block_n = (c.block_m, c.block_n) if not c.kernel_defaults else (64, 64)
+    waste = p.total * block_m / 2 * p.heads if p.causal else 0.0
+    tile_flops = 2 * (p.dqk + p.dv) * (2.5 if backward else 1.0)
+    compute = (p.pairs * p.heads + waste) * tile_flops / rate
+    chain = math.ceil(p.max_len / block_n) * block_m * block_n * tile_flops / (rate / hw.sm_count)
+    moved = p.total * p.heads * (2 * p.dqk + 2 * p.dv) * (2 if backward else 1) * 2  # q, k, v, out (+ grads)
+    bytes_us = moved / (hw.achievable_hbm_tbps * 1e6)
+    body = max(compute, chain, bytes_us)
+    time = launch + body
+    bound = "compute" if body == compute else "memory" if body == bytes_us else "latency"
+    if host > time:
+        bound = "launch"
+    detail = (f"triton {c}: {(p.pairs * p.heads + waste) / (block_m * block_n):.0f} tiles at "
+              f"{efficiency:.0%} of the peak, longest sequence {chain:.1f} us; host {host:.0f} us")
+    return Estimate(max(time, host), bound, detail, 1.0, 0, 1)
+
+
+def _hstu_arguments(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_targets=None, max_attn_len=0,
+                    contextual_seq_len=0, *, validate=False):
+    """mymetaops.hstu_attention."""
+
+
+def _softmax_arguments(q, k, v, seq_offsets, max_seq_len, causal=True, scale=None, *, validate=False):
+    """mymetaops.jagged_attention."""
+
+
+_TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32",
+                 "torch.float64": "fp32"}
+
+
+def problem_of(op: str, q, v, seq_offsets, max_seq_len: int, causal: bool, masked: bool) -> AttentionProblem:
+    return AttentionProblem(op, seq_offsets.shape[0] - 1, int(max_seq_len), q.shape[0], q.shape[1], q.shape[2],
+                            v.shape[2], _TORCH_DTYPES.get(str(q.dtype), "fp32"), bool(causal), bool(masked))
+
+
+class AttentionFamily(Family):
+    name = "attention"
+    ops = OPS
+    problem_type = AttentionProblem
+
+    def candidates(self, op, p, hw):
+        backward = op in BACKWARD.values()
+        if hw.vendor != "nvidia" or max(p.dqk, p.dv) > 128 or p.dtype == "fp32" or backward:
+            efficiency = BACKWARD_EFFICIENCY.get(op, DEFAULT_EFFICIENCY) if hw.vendor == "nvidia" else \
+                DEFAULT_EFFICIENCY
+            yield "triton", KERNEL_DEFAULTS, _estimate(p, hw, KERNEL_DEFAULTS, efficiency)
+            return
+        for c, (hstu, softmax) in NVIDIA_FORWARD.items():
+            if op == HSTU and p.masked and c == MASKED_EXCLUDED:
+                continue
+            yield "triton", c, _estimate(p, hw, c, hstu if op == HSTU else softmax)
+
+    def absent_reason(self, op, p, hw, backend):
+        if backend == "native":
+            return ("no native attention kernel is built yet (a Hopper wgmma/TMA kernel and a CDNA MFMA kernel "
+                    "are to come): Triton runs it")
+        return self.missing_backend_note(op, backend)
+
+    def missing_backend_note(self, op, backend):
+        if backend == "vendor":
+            return "torch has no jagged attention of these semantics (flex_attention is a benchmark anchor only)"
+        return ""
+
+    def describe(self, p):
+        return (f"{p.op}: B {p.batch}, max_seq_len {p.max_len}, total_L {p.total}, H {p.heads}, Dqk {p.dqk}, "
+                f"Dv {p.dv}, {p.dtype}, {'causal' if p.causal else 'full'}{', masked' if p.masked else ''}: "
+                f"{p.flops / 1e9:.2f} GFLOP (from the mean length)")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch", type=int, required=True)
+        parser.add_argument("--max-length", type=int, required=True)
+        parser.add_argument("--total", type=int, required=True)
+        parser.add_argument("--heads", type=int, default=4)
+        parser.add_argument("--dim", type=int, default=128)
+        parser.add_argument("--dtype", choices=sorted(DTYPE_IDS), default="bf16")
+        parser.add_argument("--full", action="store_true", help="non-causal")
+        parser.add_argument("--masked", action="store_true", help="hstu: targets, window or contextual rows")
+
+    def problem_from_args(self, op, args: argparse.Namespace):
+        return AttentionProblem(op, args.batch, args.max_length, args.total, args.heads, args.dim, args.dim,
+                                args.dtype, not args.full, args.masked)
+
+    def problem_from_call(self, op, *args, **kwargs):
+        bound = inspect.signature(_hstu_arguments if op == HSTU else _softmax_arguments).bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        masked = op == HSTU and (a["num_targets"] is not None or a["max_attn_len"] > 0 or a["contextual_seq_len"] > 0)
+        return problem_of(op, a["q"], a["v"], a["seq_offsets"], a["max_seq_len"], a["causal"], masked)
+
+    def backward_ops(self, op, p):
+        return [(BACKWARD[op], replace(p, op=BACKWARD[op]))] if op in BACKWARD else []
+
+    def bucket_key(self, op, p):
+        """Quarter octaves of B + 1, N + 1 and T + 1; the head shape, dtype and masks exactly."""
+        return (p.heads, p.dqk, p.dv, DTYPE_IDS[p.dtype], int(p.causal), int(p.masked),
+                math.floor(4 * math.log2(p.batch + 1)), math.floor(4 * math.log2(p.max_len + 1)),
+                math.floor(4 * math.log2(p.total + 1)))
+
+    def problem_from_key(self, op, key):
+        heads, dqk, dv, dtype, causal, masked, bb, nb, tb = key
+
+        def mid(b):
+            return max(0, round(2 ** ((b + 0.5) / 4)) - 1)
+        return AttentionProblem(op, mid(bb), mid(nb), mid(tb), heads, dqk, dv, DTYPE_NAMES[dtype], bool(causal),
+                                bool(masked))
+
+    def sample(self, op, rng: random.Random):
+        batch, n = rng.choice((32, 64, 256, 512)), rng.choice((256, 512, 1024, 4096))
+        return AttentionProblem(op, batch, n, round(batch * n / 2), rng.choice((1, 2, 4)), rng.choice((64, 128)),
+                                rng.choice((64, 128)), "bf16", True, op == HSTU and rng.random() < 0.3)
+
+
+FAMILY = register(AttentionFamily())
