@@ -318,3 +318,24 @@ def test_value_check_kernel_records_the_first_bad_entry(offsets, total, max_len,
                                   None if targets is None else torch.tensor(targets, device=device),
                                   total, max_len, attention_checks.OP_HSTU_ATTENTION, errors)
     assert errors.tolist()[1:6] == record
+
+
+@pytest.mark.gpu
+def test_gpu_torch_compile_fullgraph_inductor():
+    lengths = [40, 0, 7, 64]
+    q, k, v = _inputs(lengths, 2, 64, 64, torch.bfloat16, "cuda", 31)
+    offsets = _offsets(lengths, device="cuda")
+
+    def step(q, k, v):
+        a = mymetaops.hstu_attention(q, k, v, offsets, 64, 0.5, max_attn_len=8)
+        b = mymetaops.jagged_attention(q, k, v, offsets, 64)
+        return (a.float() * b.float()).sum()
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    loss = torch.compile(step, fullgraph=True)(*leaves)
+    loss.backward()
+    ref_leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    ref = step(*ref_leaves)
+    ref.backward()
+    torch.testing.assert_close(loss, ref)
+    for a, b in zip(leaves, ref_leaves):
+        torch.testing.assert_close(a.grad, b.grad)
