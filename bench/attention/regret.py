@@ -1,0 +1,129 @@
+"""Selection regret of the attention model: at each problem of a suite, every candidate the model
+offers (mymetaops/model/attention.py) through the launchers, and t(model's choice) / t(fastest).
+
+Suite: 18 problems, the forward of both ops, bf16, causal, over three length distributions per
+(B, N, H, D): uniform in [1, N], all equal to N, and long-tailed (Zipf-like: N / rank^1.2, shuffled).
+The issue's bound: geometric mean of the regret <= 1.05.
+
+    python bench/attention/regret.py [--out PREFIX] [--budget-s 240] [--dry-run]
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))
+from bench_common import add_device_arguments, close_report, geomean, median_us, open_report, short_error  # noqa: E402
+
+SIZES = ((64, 1024, 4, 128), (256, 512, 2, 128), (512, 256, 4, 64), (16, 4096, 2, 64), (128, 256, 8, 32),
+         (32, 2048, 1, 128))
+DISTRIBUTIONS = ("uniform", "equal", "zipf")
+DRY_RUN_SIZES = ((3, 16, 2, 16),)
+BOUND = 1.05
+ALPHA = 0.1
+
+
+def add_arguments(parser):
+    add_device_arguments(parser)
+    parser.add_argument("--out", help="output prefix")
+    parser.add_argument("--budget-s", type=float, default=240.0)
+
+
+def lengths_of(dist: str, batch: int, n: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if dist == "uniform":
+        return torch.randint(1, n + 1, (batch,), generator=g)
+    if dist == "equal":
+        return torch.full((batch,), n)
+    ranks = torch.arange(1, batch + 1, dtype=torch.float64)
+    lengths = (n / ranks ** 1.2).ceil().clamp(1, n).long()
+    return lengths[torch.randperm(batch, generator=g)]
+
+
+def run(args, device, prefix, meta) -> dict:
+    from mymetaops import model
+    from mymetaops.triton import hstu_attention as hstu
+    from mymetaops.triton import jagged_attention as sm
+    gpu = device.type == "cuda"
+    hw = model.detect_hardware(device) if gpu else model.get_hardware("H200")
+    started = time.perf_counter()
+    rows = []
+    for size in (SIZES if gpu else DRY_RUN_SIZES):
+        for dist in DISTRIBUTIONS:
+            if time.perf_counter() - started > args.budget_s:
+                rows.append(dict(size=list(size), dist=dist, skipped=True))
+                continue
+            batch, n, heads, dim = size
+            lengths = lengths_of(dist, batch, n)
+            offsets = torch.zeros(batch + 1, dtype=torch.int64)
+            offsets[1:] = lengths.cumsum(0)
+            total = int(offsets[-1])
+            offsets = offsets.to(device)
+            q, k, v = (torch.randn(total, heads, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
+            for op in ("hstu_attention", "jagged_attention"):
+                problem = model.attention.problem_of(op, q, v, offsets, n, True, False)
+                decision = model.decide(op, problem, hw)
+                times = {}
+                for c in decision.candidates:
+                    tiles = None if c.config.kernel_defaults else (c.config.block_m, c.config.block_n,
+                                                                   c.config.num_warps, c.config.num_stages)
+                    try:
+                        if op == "hstu_attention":
+                            cfg = None if tiles is None else hstu.HstuConfig(*tiles)
+                            fn = lambda: hstu.hstu_attention_fwd(q, k, v, offsets, n, ALPHA, config=cfg)  # noqa: E731
+                        else:
+                            cfg = None if tiles is None else sm.AttentionConfig(*tiles)
+                            fn = lambda: sm.jagged_attention_fwd(q, k, v, offsets, n, config=cfg)  # noqa: E731
+                        times[str(c.config)] = median_us(fn, device)
+                    except Exception as e:  # noqa: BLE001
+                        times[str(c.config)] = None
+                        rows.append(dict(size=list(size), dist=dist, op=op, error=short_error(e)))
+                measured = {k: t for k, t in times.items() if t}
+                chosen = times.get(str(decision.choice.config))
+                regret = chosen / min(measured.values()) if chosen and measured else None
+                rows.append(dict(size=list(size), dist=dist, op=op, total=total, choice=str(decision.choice.config),
+                                 predicted_us=decision.choice.time_us, times=times, regret=regret))
+            del q, k, v
+    regrets = [r["regret"] for r in rows if r.get("regret")]
+    return dict(rows=rows, geomean_regret=geomean(regrets), problems=len(regrets),
+                worst=max(regrets) if regrets else None)
+
+
+def markdown(meta, report) -> str:
+    mean = "—" if report["geomean_regret"] is None else f"{report['geomean_regret']:.3f}"
+    worst = "—" if report["worst"] is None else f"{report['worst']:.2f}"
+    lines = [f"# Attention selection regret ({meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton "
+             f"{meta['triton']}, revision {meta['revision']})", "",
+             f"Geometric mean regret over {report['problems']} problems: {mean} (bound {BOUND}); worst {worst}.", "",
+             "| B N H D | lengths | op | model's choice | predicted us | measured us per candidate | regret |",
+             "|---|---|---|---|---|---|---|"]
+    for r in report["rows"]:
+        label = "B{} N{} H{} D{}".format(*r["size"])
+        if r.get("skipped"):
+            lines.append(f"| {label} | {r['dist']} | skipped: past the budget | | | | |")
+        elif "error" in r:
+            lines.append(f"| {label} | {r['dist']} | {r['op']} | ERROR {r['error']} | | | |")
+        else:
+            times = ", ".join(f"{k}: {'ERR' if t is None else f'{t:.1f}'}" for k, t in r["times"].items())
+            regret = "—" if r["regret"] is None else f"{r['regret']:.3f}"
+            lines.append(f"| {label} | {r['dist']} | {r['op']} | {r['choice']} | {r['predicted_us']:.1f} | {times} | "
+                         f"{regret} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    args, device, meta, prefix = open_report(argv if argv is not None else sys.argv[1:], __doc__, add_arguments,
+                                             "attention-regret", cpu_threads=1)
+    result = run(args, device, prefix, meta)
+    close_report(prefix, meta, result, markdown(meta, result))
+    return 0 if math.isfinite(result["geomean_regret"] or 0.0) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
