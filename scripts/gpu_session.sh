@@ -5,7 +5,8 @@
 # 8 files come back from the device machine). Prints the results table, then a short summary, last.
 #
 #   bash scripts/gpu_session.sh [PART...]   PART: build, bench, gemm-tests, gemm-bench, jagged-tests,
-#                                            jagged-bench, pytest-bench, tests, hip (default: all)
+#                                            jagged-bench, attention-tests, attention-bench, pytest-bench,
+#                                            tests, hip (default: all)
 # The device machine reaches no network: the CUTLASS headers' wheel (nvidia-cutlass, see
 # requirements.txt) travels in .whl/ (git-ignored; `pip download nvidia-cutlass==4.2.0 -d .whl`
 # here, then carry .whl) and is installed from there.
@@ -23,9 +24,9 @@ OUT=${OUT:-.out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} MYMETAOPS_CUDA_ARCHS=${MYMETAOPS_CUDA_ARCHS:-90a}
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-quick}
 DEADLINE_S=${DEADLINE_S:-570}
-PARTS=${*:-build bench gemm-tests gemm-bench jagged-tests jagged-bench pytest-bench tests hip}
+PARTS=${*:-build bench gemm-tests gemm-bench jagged-tests jagged-bench attention-tests attention-bench pytest-bench tests hip}
 for part in $PARTS; do
-  case $part in build|bench|gemm-tests|gemm-bench|jagged-tests|jagged-bench|pytest-bench|tests|hip) ;;
+  case $part in build|bench|gemm-tests|gemm-bench|jagged-tests|jagged-bench|attention-tests|attention-bench|pytest-bench|tests|hip) ;;
     *) echo "unknown part '$part'"; exit 2;; esac
 done
 summary=()
@@ -99,6 +100,23 @@ if has jagged-bench; then
       --out-dir "$OUT/jagged-results" --budget-s "$(( ${JAGGED_BENCH_S:-240} - 20 ))"
   tar -C "$OUT" -czf "$OUT/jagged-results.tgz" jagged-results && rm -rf "$OUT/jagged-results"
 fi
+if has attention-tests; then
+  built || build
+  step "attention tests (GPU and CPU)" tests.log "${ATTENTION_TESTS_S:-240}" $PYTEST tests/attention
+fi
+if has attention-bench; then
+  built || build
+  # One process per script, each under its own limit; the results in one archive.
+  mkdir -p "$OUT/attention-results"
+  for section in attention_table:200 host_cost:60 varying_loop:90 regret:200; do
+    name=${section%%:*} limit=${section##*:}
+    budget=()  # the scripts that take one stop starting cases 40 s before their limit
+    case $name in attention_table|regret) budget=(--budget-s $((limit - 40)));; esac
+    step "attention bench $name" attention-bench.log "$limit" python3 "bench/attention/$name.py" \
+        --out "$OUT/attention-results/$(date +%F)-attention-$name" "${budget[@]}"
+  done
+  tar -C "$OUT" -czf "$OUT/attention-results.tgz" attention-results && rm -rf "$OUT/attention-results"
+fi
 if has pytest-bench; then
   built || build
   step "pytest-benchmark" pytest-benchmark.txt 150 python3 -m pytest bench -q -m gpu \
@@ -119,5 +137,6 @@ echo
 cat "$OUT"/*-embedding_bag.md 2>/dev/null
 [ -f "$OUT/gemm-bench.log" ] && tail -n 40 "$OUT/gemm-bench.log"
 [ -f "$OUT/jagged-bench.log" ] && tail -n 30 "$OUT/jagged-bench.log"
+[ -f "$OUT/attention-bench.log" ] && grep -E "^\| (hstu|jagged_attention|no host|B[0-9]|ours|anchor)" "$OUT/attention-bench.log" | tail -n 40
 echo
 printf '%s\n' "${summary[@]}"
