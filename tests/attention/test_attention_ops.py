@@ -177,16 +177,8 @@ def test_opcheck(device):
         torch.library.opcheck(getattr(_ops, name).default, args)
 
 
-def test_torch_compile_fullgraph():
-    lengths, max_len, heads, dqk, dv, _ = CASES[0]
-    q, k, v = _inputs(lengths, heads, dqk, dv, torch.float32, "cpu", 13)
-    offsets = _offsets(lengths)
-
-    def step(q, k, v):
-        a = mymetaops.hstu_attention(q, k, v, offsets, max_len, 0.5)
-        b = mymetaops.jagged_attention(q, k, v, offsets, max_len)
-        return (a + b).sum()
-    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+def _assert_compiled_matches(step, compiled, q, k, v):
+    """compiled(q, k, v) and its gradients equal step's, run eagerly."""
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
     loss = compiled(*leaves)
     loss.backward()
@@ -196,6 +188,18 @@ def test_torch_compile_fullgraph():
     torch.testing.assert_close(loss, ref)
     for a, b in zip(leaves, ref_leaves):
         torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_torch_compile_fullgraph():
+    lengths, max_len, heads, dqk, dv, _ = CASES[0]
+    q, k, v = _inputs(lengths, heads, dqk, dv, torch.float32, "cpu", 13)
+    offsets = _offsets(lengths)
+
+    def step(q, k, v):
+        a = mymetaops.hstu_attention(q, k, v, offsets, max_len, 0.5)
+        b = mymetaops.jagged_attention(q, k, v, offsets, max_len)
+        return (a + b).sum()
+    _assert_compiled_matches(step, torch.compile(step, fullgraph=True, backend="aot_eager"), q, k, v)
 
 
 def _good():
@@ -330,12 +334,4 @@ def test_gpu_torch_compile_fullgraph_inductor():
         a = mymetaops.hstu_attention(q, k, v, offsets, 64, 0.5, max_attn_len=8)
         b = mymetaops.jagged_attention(q, k, v, offsets, 64)
         return (a.float() * b.float()).sum()
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    loss = torch.compile(step, fullgraph=True)(*leaves)
-    loss.backward()
-    ref_leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    ref = step(*ref_leaves)
-    ref.backward()
-    torch.testing.assert_close(loss, ref)
-    for a, b in zip(leaves, ref_leaves):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_compiled_matches(step, torch.compile(step, fullgraph=True), q, k, v)
