@@ -345,12 +345,13 @@ def _attention_source(fn, types: dict[str, str], constexprs: dict) -> ASTSource:
 
 # (dtype, seq_offsets type, D, kernels, causal, masks), each compiled with its vendor's default
 # config: bf16 causal at D = 64 and 128 for every kernel, the forward also at D = 256; HSTU's masks
-# (targets, window, contextual rows) at D = 128 in the forward and dk/dv (their two block plans: dq
-# shares the forward's); fp16 operands with int32 offsets on one forward per op. Kept small (each
-# compile takes seconds): 57 compiles in all.
+# (targets, window, contextual rows) at D = 128 in every kernel (dk/dv and dq have tables of their
+# own for masks); fp16 operands with int32 offsets on one forward per op. The forwards with their
+# value checks (errors given), as the ops call them. Kept small (each compile takes seconds): 60
+# compiles in all.
 HSTU_CASES = [("bf16", "i64", d, ("fwd", "dkdv", "dq"), True, False) for d in (64, 128)] + [
     ("bf16", "i64", 256, ("fwd",), True, False),
-    ("bf16", "i64", 128, ("fwd", "dkdv"), True, True),
+    ("bf16", "i64", 128, ("fwd", "dkdv", "dq"), True, True),
     ("fp16", "i32", 128, ("fwd",), True, False)]
 JAGGED_ATTENTION_CASES = [("bf16", "i64", d, ("fwd", "dkdv", "dq"), True) for d in (64, 128)] + [
     ("bf16", "i64", 256, ("fwd",), True),
@@ -374,11 +375,14 @@ def _hstu_attention_cases():
                 types["seq_offsets"] = POINTER_TYPES[idt]
                 types.update({f"stride_{t}{dim}": "i32" for t in strides[kernel] for dim in "mh"})
                 types.update({n: "i32" for n in ("total_rows", "num_seqs", "num_heads", "max_seq_len",
-                                                 "max_attn_len", "contextual_seq_len")})
+                                                 "max_attn_len", "contextual_seq_len", "program_base")})
                 types.update(alpha="fp32", inv_n="fp32")
                 constexprs = {"CAUSAL": causal, "HAS_TARGETS": masks, "HAS_WINDOW": masks, "HAS_CONTEXT": masks,
                               "DQK": d, "DV": d, "BLOCK_DQK": k._block_d(d), "BLOCK_DV": k._block_d(d),
                               "BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "IEEE": False}
+                if kernel == "fwd":  # with the value checks, as the op calls it
+                    types.update(errors="*i64", error_op="i32")
+                    constexprs["CHECK"] = True
                 if masks:
                     types["num_targets"] = "*i32"
                 else:
@@ -413,10 +417,13 @@ def _jagged_attention_cases():
                 types.update({n: "i32" for n in ("total_rows", "max_seq_len", "num_heads", "num_seqs", blocks,
                                                  "program_base")})
                 types["qk_scale"] = "fp32"
-                if kernel != "fwd":
-                    types["sm_scale"] = "fp32"
                 constexprs = {"CAUSAL": causal, "IEEE": False, "DQK": d, "DV": d, "BLOCK_DQK": k._block_d(d),
                               "BLOCK_DV": k._block_d(d), "BLOCK_M": c.block_m, "BLOCK_N": c.block_n}
+                if kernel == "fwd":  # with the value checks, as the op calls it
+                    types.update(errors_ptr="*i64", error_op="i32")
+                    constexprs["CHECK"] = True
+                else:
+                    types["sm_scale"] = "fp32"
                 yield (f"jagged_attn_{kernel}({dt}/{idt} {'causal' if causal else 'full'} D{d}) {c}",
                        _attention_source(fns[kernel], types, constexprs), options, targets, isa)
     # The backward's delta = rowsum(out * dout): memory-bound, no matrix instructions; the

@@ -29,16 +29,19 @@ every non-target key; non-causal makes the id rule symmetric. Leaving num_target
 
 Schedule. One program per (BLOCK_M query rows, sequence, head) in the forward and the dq kernel,
 per (BLOCK_N key rows, sequence, head) in the dk/dv kernel, on a 1-D grid of
-cdiv(N, block) * B * H programs (no 65535 limit on B * H; a program past its sequence's end exits
-at once). The blocks of one (sequence, head) are adjacent in launch order, so the programs running
-together share their K/V (forward, dq) or Q/dO (dk/dv) in L2; within them the forward and dq go
-from the last query block to the first and dk/dv from the first key block to the last: under the
-causal mask that is the most work first, so the short blocks fill the tail of the launch.
+cdiv(N, block) * B * H programs (no 65535 limit on B * H; launched in chunks past what the runtime
+takes, common.grid_chunks; a program past its sequence's end exits at once). The block index is
+the grid's outer one (attention_checks.grid_position): the forward and dq start with every
+(sequence, head)'s last query block, dk/dv with the first key block, which under the causal mask
+hold the most work, so the cheap blocks fill the tail of the launch (longest first). The forward
+also checks seq_offsets / num_targets when given an error record (attention_checks: one launch per
+call).
   * forward: the query block (and the fp32 accumulator) stays in registers; key/value blocks stream
     through, S = Q K^T and acc += silu(alpha S) V with tl.dot, 1/N applied once at the end.
   * dk/dv: a key/value block stays resident with fp32 dk, dv; query/dO blocks stream through:
     S^T = K Q^T, dv += silu(alpha S^T) dO, dP^T = V dO^T, dk += (dP^T * silu'(alpha S^T)) Q, with
-    silu'(z) = sig(z) (1 + z (1 - sig(z))); alpha / N and 1 / N applied at the end.
+    silu'(z) = sig(z) (1 + z (1 - sig(z))) = sig + silu(z) (1 - sig); alpha / N and 1 / N applied
+    at the end.
   * dq: a query/dO block stays resident; key/value blocks stream through: S = Q K^T, dP = dO V^T,
     dq += (dP * silu'(alpha S)) K. Two kernels instead of atomics: deterministic, and no fp32
     scratch for dq, at the price of computing S and dP twice.
@@ -64,9 +67,13 @@ import torch
 import triton
 import triton.language as tl
 
+from mymetaops.triton import attention_checks as checks
+from mymetaops.triton.common import check_error_record, grid_chunks
+
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 LOG2E = tl.constexpr(1.4426950408889634)
+MASKED_Z = tl.constexpr(-1.0e4)  # a masked pair's score: sigmoid underflows to 0, so silu and silu' are 0
 # Shared memory (LDS) a config may plan for, bytes: sm_90 lets a block opt into 227 KB (leave room
 # for the scratch Triton adds for layout conversions); gfx942 has 64 KB of LDS. gfx950 (160 KB) gets
 # the gfx942 tiles, so one AMD table serves both.
@@ -105,15 +112,24 @@ DEFAULT_CONFIGS = {
     # tiles on 8 warps (the fp32 accumulator and S take ~200 of 255 registers). D = 256: 128 x 32.
     ("nvidia", "fwd"): ((64, _C(64, 64, 4, 3)), (128, _C(64, 64, 4, 3)), (256, _C(128, 32, 8, 2))),
     ("nvidia", "fwd_masked"): ((64, _C(128, 128, 8, 3)), (128, _C(128, 64, 8, 3)), (256, _C(128, 32, 8, 2))),
-    # dk/dv: two fp32 [block_n, D] accumulators stay in registers, so the resident key block is
-    # 128 rows at D <= 64, 64 at D = 128 and 32 at D = 256 (mma.sync there: every 64-row wgmma
-    # tiling of D = 256 spills); 32 streamed query rows keep S^T / dP^T small. 64 x 64 tiles on 4
-    # warps ran the backward 1.5-1.7x faster on the H200 (403 against 613 us at B64 N1024 H4 D128)
-    # but spill 208 bytes (Triton 3.8): not a default until a variant fits.
-    ("nvidia", "dkdv"): ((64, _C(32, 128, 8, 2)), (128, _C(32, 64, 8, 2)), (256, _C(32, 32, 8, 2))),
-    # dq: one accumulator, so 128 resident query rows; 64 / 32 / 32 streamed keys for D <= 64 /
-    # 128 / 256 (wider ones spill or exceed the register file).
-    ("nvidia", "dq"): ((64, _C(128, 64, 8, 2)), (128, _C(128, 32, 8, 3)), (256, _C(128, 32, 8, 2))),
+    # dk/dv: two fp32 [block_n, D] accumulators stay in registers. D <= 64: 128 resident keys, 32
+    # streamed query rows. D = 128: 128 resident keys (a 64-row wgmma per warpgroup) and 64-row
+    # query steps on 8 warps; the 64 resident keys on 8 warps of the old default left the second
+    # warpgroup recomputing the first one's S^T tile, and ran 1.3-1.6x slower on the H200 (613
+    # against 457 us at B64 N1024 H4 D128, 3168 against 1995 at B32 N4096, with the dq tiles
+    # below). These tiles spilled on Triton 3.8 until _dkdv_steps kept fewer score tiles live;
+    # with targets, window or contextual masks they still spill 8 bytes: "dkdv_masked" streams
+    # 32 query rows.
+    # 64 x 64 on 4 warps (403 us, the fastest measured) still spills (~200 bytes: 128 accumulator
+    # registers a thread leave too few). D = 256: 32 x 32 (mma.sync there: every 64-row wgmma
+    # tiling of D = 256 spills).
+    ("nvidia", "dkdv"): ((64, _C(32, 128, 8, 2)), (128, _C(64, 128, 8, 2)), (256, _C(32, 32, 8, 2))),
+    # dq: one accumulator, so 128 resident query rows; 64 streamed keys for D <= 128 (measured with
+    # the dk/dv tiles above), 32 for D = 256. With targets, window or contextual masks the 128 x 64
+    # tiles spill at D = 128 (Triton 3.8): "dq_masked" keeps 32 streamed keys there.
+    ("nvidia", "dkdv_masked"): ((64, _C(32, 128, 8, 2)), (128, _C(32, 128, 8, 2)), (256, _C(32, 32, 8, 2))),
+    ("nvidia", "dq"): ((64, _C(128, 64, 8, 2)), (128, _C(128, 64, 8, 2)), (256, _C(128, 32, 8, 2))),
+    ("nvidia", "dq_masked"): ((64, _C(128, 64, 8, 2)), (128, _C(128, 32, 8, 3)), (256, _C(128, 32, 8, 2))),
     # AMD gfx942 / gfx950 (64-lane wavefronts): 4 wavefronts (256 lanes, as many as 8 NVIDIA warps)
     # hold the same resident blocks; num_stages 2 is the stream pipeliner's register prefetch over
     # one LDS buffer of the streamed tiles (16-36 KB on gfx942). Where two stages spill or push
@@ -362,6 +378,12 @@ def _sigmoid(z):
 
 
 @triton.jit
+def _silu_grad(z):
+    sig = _sigmoid(z)
+    return sig + z * sig * (1.0 - sig)
+
+
+@triton.jit
 def _zero_rows(ptr, first, last, h, stride_m, stride_h, NUM_COLS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
                BLOCK_COLS: tl.constexpr):
     """ptr[first .. last, h, :NUM_COLS] = 0 (first, last int64)."""
@@ -389,22 +411,58 @@ def _zero_outside(ptr, seq_offsets, b, num_seqs, total_rows, h, stride_m, stride
 
 
 @triton.jit
-def _sequence(seq_offsets, num_targets, b, total_rows, max_seq_len, ctx, HAS_TARGETS: tl.constexpr,
-              HAS_CONTEXT: tl.constexpr):
-    """(first row int64, length, number of targets, max id) of sequence b. Bad values (offsets
-    outside [0, total_rows] or decreasing, lengths above max_seq_len, targets outside [0, length])
-    are a caller error that attention_checks records: clamped here, so nothing is read or written
-    out of bounds."""
-    seq_start = tl.minimum(tl.maximum(tl.load(seq_offsets + b).to(tl.int64), 0), total_rows)
-    seq_end = tl.minimum(tl.maximum(tl.load(seq_offsets + b + 1).to(tl.int64), seq_start), total_rows)
-    seq_len = tl.minimum(seq_end - seq_start, max_seq_len).to(tl.int32)
-    ntargets = seq_len * 0
+def _program(seq_offsets, num_targets, errors, error_op, program_base, total_rows, num_seqs, num_heads, max_seq_len,
+             ctx, BLOCK: tl.constexpr, LOW_BLOCKS_FIRST: tl.constexpr, HAS_TARGETS: tl.constexpr,
+             HAS_CONTEXT: tl.constexpr, CHECK: tl.constexpr):
+    """(block, sequence b, head h, first row int64, length, number of targets, max id) of this
+    program. Bad values (offsets outside [0, total_rows] or decreasing, lengths above max_seq_len,
+    targets outside [0, length]) are a caller error: clamped here, so nothing is read or written out
+    of bounds, and recorded in `errors` when CHECK (by the programs of block 0, head 0, before any
+    of them can exit)."""
+    num_blocks = tl.cdiv(max_seq_len, BLOCK)
+    block, b, h = checks.grid_position(program_base, num_seqs, num_heads, num_blocks, LOW_BLOCKS_FIRST)
+    seq_start, seq_len, start_raw, end_raw = checks.sequence(seq_offsets, b, num_seqs, total_rows, max_seq_len)
+    targets_raw = start_raw * 0
     if HAS_TARGETS:
-        ntargets = tl.minimum(tl.maximum(tl.load(num_targets + b).to(tl.int32), 0), seq_len)
+        targets_raw = tl.load(num_targets + b).to(tl.int64)
+    if CHECK:
+        if (block == 0) & (h == 0):
+            checks.check_sequence(seq_offsets, errors, b, start_raw, end_raw, targets_raw, num_seqs, total_rows,
+                                  max_seq_len, error_op, HAS_TARGETS)
+    ntargets = tl.minimum(tl.maximum(targets_raw, 0), seq_len).to(tl.int32)
     max_id = seq_len - ntargets
     if HAS_CONTEXT:
         max_id = max_id - ctx + 1
-    return seq_start, seq_len, ntargets, max_id
+    return block, b, h, seq_start, seq_len, ntargets, max_id
+
+
+@triton.jit
+def _resident(ptr, stride_m, stride_h, h, seq_start, offs, seq_len, NUM_COLS: tl.constexpr,
+              BLOCK_COLS: tl.constexpr):
+    """The tile of head h at the sequence's positions offs, rows past seq_len read as 0."""
+    cols = tl.arange(0, BLOCK_COLS)
+    rows = seq_start + offs
+    return _load_tile(ptr + h * stride_h + rows[:, None] * stride_m + cols[None, :], offs, seq_len, cols, NUM_COLS,
+                      True, BLOCK_COLS != NUM_COLS)
+
+
+@triton.jit
+def _streamed(ptr, stride_m, stride_h, h, seq_start, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
+    """(pointer to the sequence's row 0 of head h, int64 row step, in-block offsets): the int32
+    offsets of a [BLOCK_ROWS, BLOCK_COLS] block, which stays within one sequence."""
+    step = tl.full((), 1, tl.int64) * stride_m
+    offs = tl.arange(0, BLOCK_ROWS)[:, None] * stride_m + tl.arange(0, BLOCK_COLS)[None, :]
+    return ptr + h * stride_h + seq_start * step, step, offs
+
+
+@triton.jit
+def _store_rows(ptr, stride_m, stride_h, h, seq_start, offs, seq_len, value, NUM_COLS: tl.constexpr,
+                BLOCK_COLS: tl.constexpr):
+    """ptr[seq_start + offs, h, :NUM_COLS] = value for the positions offs below seq_len."""
+    cols = tl.arange(0, BLOCK_COLS)
+    rows = seq_start + offs
+    tl.store(ptr + h * stride_h + rows[:, None] * stride_m + cols[None, :], value.to(ptr.dtype.element_ty),
+             mask=(offs[:, None] < seq_len) & (cols[None, :] < NUM_COLS))
 
 
 # ---------------------------------------------------------------- forward
@@ -440,41 +498,26 @@ def _fwd_steps(acc, q, k_base, v_base, k_offs, v_offs, stride_k, stride_v, start
 
 @triton.jit
 def _hstu_fwd_kernel(
-    Q, K, V, Out, seq_offsets, num_targets,
+    Q, K, V, Out, seq_offsets, num_targets, errors, error_op,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_om, stride_oh,
-    total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n,
+    total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n, program_base,
     CAUSAL: tl.constexpr, HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr,
     DQK: tl.constexpr, DV: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, CHECK: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    num_blocks = tl.cdiv(max_seq_len, BLOCK_M)
-    bh = pid // num_blocks
-    block = num_blocks - 1 - (pid - bh * num_blocks)  # last query block first: most work first
-    b = bh // num_heads
-    h = bh - b * num_heads
+    ctx = contextual_seq_len
+    block, b, h, seq_start, seq_len, ntargets, max_id = _program(
+        seq_offsets, num_targets, errors, error_op, program_base, total_rows, num_seqs, num_heads, max_seq_len, ctx,
+        BLOCK_M, False, HAS_TARGETS, HAS_CONTEXT, CHECK)
     if block == 0:
         _zero_outside(Out, seq_offsets, b, num_seqs, total_rows, h, stride_om, stride_oh, DV, BLOCK_M, BLOCK_DV)
-    ctx = contextual_seq_len
-    seq_start, seq_len, ntargets, max_id = _sequence(seq_offsets, num_targets, b, total_rows, max_seq_len, ctx,
-                                                     HAS_TARGETS, HAS_CONTEXT)
     m0 = block * BLOCK_M
     if m0 >= seq_len:
         return
-    h64 = h.to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_dqk = tl.arange(0, BLOCK_DQK)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    rows = seq_start + offs_m
-    q = _load_tile(Q + h64 * stride_qh + rows[:, None] * stride_qm + offs_dqk[None, :], offs_m, seq_len,
-                   offs_dqk, DQK, True, BLOCK_DQK != DQK)
-    stride_k = tl.full((), 1, tl.int64) * stride_km  # int64 row steps
-    stride_v = tl.full((), 1, tl.int64) * stride_vm
-    k_base = K + h64 * stride_kh + seq_start * stride_k
-    v_base = V + h64 * stride_vh + seq_start * stride_v
-    k_offs = offs_n[:, None] * stride_km + offs_dqk[None, :]  # int32: BLOCK_N rows of one sequence
-    v_offs = offs_n[:, None] * stride_vm + offs_dv[None, :]
+    q = _resident(Q, stride_qm, stride_qh, h, seq_start, offs_m, seq_len, DQK, BLOCK_DQK)
+    k_base, stride_k, k_offs = _streamed(K, stride_km, stride_kh, h, seq_start, BLOCK_N, BLOCK_DQK)
+    v_base, stride_v, v_offs = _streamed(V, stride_vm, stride_vh, h, seq_start, BLOCK_N, BLOCK_DV)
     lo, a, b2, hi = _query_block_plan(m0, seq_len, ntargets, ctx, max_id, max_attn_len, BLOCK_M, BLOCK_N, CAUSAL,
                                       HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
@@ -487,9 +530,7 @@ def _hstu_fwd_kernel(
     acc = _fwd_steps(acc, q, k_base, v_base, k_offs, v_offs, stride_k, stride_v, b2, hi, offs_m, seq_len, ctx, max_id,
                      max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
                      HAS_WINDOW, HAS_CONTEXT, IEEE)
-    out = acc * inv_n
-    o_ptrs = Out + h64 * stride_oh + rows[:, None] * stride_om + offs_dv[None, :]
-    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=(offs_m[:, None] < seq_len) & (offs_dv[None, :] < DV))
+    _store_rows(Out, stride_om, stride_oh, h, seq_start, offs_m, seq_len, acc * inv_n, DV, BLOCK_DV)
 
 
 # ---------------------------------------------------------------- backward: dk, dv
@@ -501,7 +542,10 @@ def _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride
                 BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr,
                 HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr):
     """dv += silu(alpha S^T) dO, dk += (dP^T silu'(alpha S^T)) Q over query rows [start, end)
-    (rows >= row_limit read as 0); offs_n are the resident key positions."""
+    (rows >= row_limit read as 0); offs_n are the resident key positions. Masked pairs get the
+    score MASKED_Z, where silu and silu' are 0, so one select serves both products; silu' is
+    formed from p = silu(z) as sig + p (1 - sig), so z dies before dP^T is computed (the fewest
+    [BLOCK_N, BLOCK_M] fp32 tiles live at once: 64 x 128 tiles on 8 warps fit sm_90 without spills)."""
     offs_m = tl.arange(0, BLOCK_M)
     offs_dqk = tl.arange(0, BLOCK_DQK)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -512,17 +556,16 @@ def _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride
         q = _load_tile(q_base + q_offs, qrows, row_limit, offs_dqk, DQK, MASKED, BLOCK_DQK != DQK)
         do = _load_tile(do_base + do_offs, qrows, row_limit, offs_dv, DV, MASKED, BLOCK_DV != DV)
         z = _mm(k, tl.trans(q), None, IEEE) * alpha  # [BLOCK_N, BLOCK_M]
-        sig = _sigmoid(z)
-        p = z * sig
-        dp = _mm(v, tl.trans(do), None, IEEE)
-        dz = dp * (sig * (1.0 + z * (1.0 - sig)))
         if MASKED:
             ok = _valid(qrows[None, :], offs_n[:, None], seq_len, ctx, max_id, max_attn_len, CAUSAL, HAS_TARGETS,
                         HAS_WINDOW, HAS_CONTEXT) & (qrows[None, :] < row_limit)
-            p = tl.where(ok, p, 0.0)
-            dz = tl.where(ok, dz, 0.0)
+            z = tl.where(ok, z, MASKED_Z)
+        sig = _sigmoid(z)
+        p = z * sig
+        g = sig + p * (1.0 - sig)
+        dp = _mm(v, tl.trans(do), None, IEEE)
         dv = _mm(p.to(do.dtype), do, dv, IEEE)
-        dk = _mm(dz.to(q.dtype), q, dk, IEEE)
+        dk = _mm((dp * g).to(q.dtype), q, dk, IEEE)
         q_base += stride_q * BLOCK_M
         do_base += stride_do * BLOCK_M
     return dk, dv
@@ -533,42 +576,26 @@ def _hstu_bwd_dkdv_kernel(
     Q, K, V, DO, DK, DV_, seq_offsets, num_targets,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh,
     stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-    total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n,
+    total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n, program_base,
     CAUSAL: tl.constexpr, HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr,
     DQK: tl.constexpr, DV: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    num_blocks = tl.cdiv(max_seq_len, BLOCK_N)
-    bh = pid // num_blocks
-    block = pid - bh * num_blocks  # first key block first: most work first under the causal mask
-    b = bh // num_heads
-    h = bh - b * num_heads
+    ctx = contextual_seq_len
+    block, b, h, seq_start, seq_len, ntargets, max_id = _program(
+        seq_offsets, num_targets, None, 0, program_base, total_rows, num_seqs, num_heads, max_seq_len, ctx,
+        BLOCK_N, True, HAS_TARGETS, HAS_CONTEXT, False)
     if block == 0:
         _zero_outside(DK, seq_offsets, b, num_seqs, total_rows, h, stride_dkm, stride_dkh, DQK, BLOCK_N, BLOCK_DQK)
         _zero_outside(DV_, seq_offsets, b, num_seqs, total_rows, h, stride_dvm, stride_dvh, DV, BLOCK_N, BLOCK_DV)
-    ctx = contextual_seq_len
-    seq_start, seq_len, ntargets, max_id = _sequence(seq_offsets, num_targets, b, total_rows, max_seq_len, ctx,
-                                                     HAS_TARGETS, HAS_CONTEXT)
     n0 = block * BLOCK_N
     if n0 >= seq_len:
         return
-    h64 = h.to(tl.int64)
     offs_n = n0 + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_dqk = tl.arange(0, BLOCK_DQK)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    krows = seq_start + offs_n
-    k = _load_tile(K + h64 * stride_kh + krows[:, None] * stride_km + offs_dqk[None, :], offs_n, seq_len, offs_dqk,
-                   DQK, True, BLOCK_DQK != DQK)
-    v = _load_tile(V + h64 * stride_vh + krows[:, None] * stride_vm + offs_dv[None, :], offs_n, seq_len, offs_dv,
-                   DV, True, BLOCK_DV != DV)
-    stride_q = tl.full((), 1, tl.int64) * stride_qm  # int64 row steps
-    stride_do = tl.full((), 1, tl.int64) * stride_dom
-    q_base = Q + h64 * stride_qh + seq_start * stride_q
-    do_base = DO + h64 * stride_doh + seq_start * stride_do
-    q_offs = offs_m[:, None] * stride_qm + offs_dqk[None, :]  # int32: BLOCK_M rows of one sequence
-    do_offs = offs_m[:, None] * stride_dom + offs_dv[None, :]
+    k = _resident(K, stride_km, stride_kh, h, seq_start, offs_n, seq_len, DQK, BLOCK_DQK)
+    v = _resident(V, stride_vm, stride_vh, h, seq_start, offs_n, seq_len, DV, BLOCK_DV)
+    q_base, stride_q, q_offs = _streamed(Q, stride_qm, stride_qh, h, seq_start, BLOCK_M, BLOCK_DQK)
+    do_base, stride_do, do_offs = _streamed(DO, stride_dom, stride_doh, h, seq_start, BLOCK_M, BLOCK_DV)
     ctx_end, lo, a, b2, hi = _key_block_plan(n0, seq_len, ntargets, ctx, max_id, max_attn_len, BLOCK_M, BLOCK_N,
                                              CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT)
     dk = tl.zeros([BLOCK_N, BLOCK_DQK], dtype=tl.float32)
@@ -586,11 +613,8 @@ def _hstu_bwd_dkdv_kernel(
     dk, dv = _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride_do, b2, hi, seq_len, offs_n,
                          seq_len, ctx, max_id, max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_M,
                          CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE)
-    row_ok = offs_n[:, None] < seq_len
-    tl.store(DK + h64 * stride_dkh + krows[:, None] * stride_dkm + offs_dqk[None, :],
-             (dk * (alpha * inv_n)).to(DK.dtype.element_ty), mask=row_ok & (offs_dqk[None, :] < DQK))
-    tl.store(DV_ + h64 * stride_dvh + krows[:, None] * stride_dvm + offs_dv[None, :],
-             (dv * inv_n).to(DV_.dtype.element_ty), mask=row_ok & (offs_dv[None, :] < DV))
+    _store_rows(DK, stride_dkm, stride_dkh, h, seq_start, offs_n, seq_len, dk * (alpha * inv_n), DQK, BLOCK_DQK)
+    _store_rows(DV_, stride_dvm, stride_dvh, h, seq_start, offs_n, seq_len, dv * inv_n, DV, BLOCK_DV)
 
 
 # ---------------------------------------------------------------- backward: dq
@@ -601,7 +625,8 @@ def _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, sta
               max_attn_len, alpha, MASKED: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
               BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
               HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr):
-    """dq += (dO V^T * silu'(alpha Q K^T)) K over key blocks [start, end)."""
+    """dq += (dO V^T * silu'(alpha Q K^T)) K over key blocks [start, end); masked pairs as in
+    _dkdv_steps (silu' of MASKED_Z is 0), silu' formed before dP so that z is dead by then."""
     offs_n = tl.arange(0, BLOCK_N)
     offs_dqk = tl.arange(0, BLOCK_DQK)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -612,14 +637,13 @@ def _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, sta
         k = _load_tile(k_base + k_offs, keys, seq_len, offs_dqk, DQK, MASKED, BLOCK_DQK != DQK)
         v = _load_tile(v_base + v_offs, keys, seq_len, offs_dv, DV, MASKED, BLOCK_DV != DV)
         z = _mm(q, tl.trans(k), None, IEEE) * alpha
-        dp = _mm(do, tl.trans(v), None, IEEE)
-        sig = _sigmoid(z)
-        dz = dp * (sig * (1.0 + z * (1.0 - sig)))
         if MASKED:
             ok = _valid(offs_m[:, None], keys[None, :], seq_len, ctx, max_id, max_attn_len, CAUSAL, HAS_TARGETS,
                         HAS_WINDOW, HAS_CONTEXT)
-            dz = tl.where(ok, dz, 0.0)
-        dq = _mm(dz.to(k.dtype), k, dq, IEEE)
+            z = tl.where(ok, z, MASKED_Z)
+        g = _silu_grad(z)
+        dp = _mm(do, tl.trans(v), None, IEEE)
+        dq = _mm((dp * g).to(k.dtype), k, dq, IEEE)
         k_base += stride_k * BLOCK_N
         v_base += stride_v * BLOCK_N
     return dq
@@ -629,41 +653,25 @@ def _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, sta
 def _hstu_bwd_dq_kernel(
     Q, K, V, DO, DQ, seq_offsets, num_targets,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh, stride_dqm, stride_dqh,
-    total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n,
+    total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n, program_base,
     CAUSAL: tl.constexpr, HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr,
     DQK: tl.constexpr, DV: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    num_blocks = tl.cdiv(max_seq_len, BLOCK_M)
-    bh = pid // num_blocks
-    block = num_blocks - 1 - (pid - bh * num_blocks)
-    b = bh // num_heads
-    h = bh - b * num_heads
+    ctx = contextual_seq_len
+    block, b, h, seq_start, seq_len, ntargets, max_id = _program(
+        seq_offsets, num_targets, None, 0, program_base, total_rows, num_seqs, num_heads, max_seq_len, ctx,
+        BLOCK_M, False, HAS_TARGETS, HAS_CONTEXT, False)
     if block == 0:
         _zero_outside(DQ, seq_offsets, b, num_seqs, total_rows, h, stride_dqm, stride_dqh, DQK, BLOCK_M, BLOCK_DQK)
-    ctx = contextual_seq_len
-    seq_start, seq_len, ntargets, max_id = _sequence(seq_offsets, num_targets, b, total_rows, max_seq_len, ctx,
-                                                     HAS_TARGETS, HAS_CONTEXT)
     m0 = block * BLOCK_M
     if m0 >= seq_len:
         return
-    h64 = h.to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_dqk = tl.arange(0, BLOCK_DQK)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    rows = seq_start + offs_m
-    q = _load_tile(Q + h64 * stride_qh + rows[:, None] * stride_qm + offs_dqk[None, :], offs_m, seq_len, offs_dqk,
-                   DQK, True, BLOCK_DQK != DQK)
-    do = _load_tile(DO + h64 * stride_doh + rows[:, None] * stride_dom + offs_dv[None, :], offs_m, seq_len, offs_dv,
-                    DV, True, BLOCK_DV != DV)
-    stride_k = tl.full((), 1, tl.int64) * stride_km  # int64 row steps
-    stride_v = tl.full((), 1, tl.int64) * stride_vm
-    k_base = K + h64 * stride_kh + seq_start * stride_k
-    v_base = V + h64 * stride_vh + seq_start * stride_v
-    k_offs = offs_n[:, None] * stride_km + offs_dqk[None, :]  # int32: BLOCK_N rows of one sequence
-    v_offs = offs_n[:, None] * stride_vm + offs_dv[None, :]
+    q = _resident(Q, stride_qm, stride_qh, h, seq_start, offs_m, seq_len, DQK, BLOCK_DQK)
+    do = _resident(DO, stride_dom, stride_doh, h, seq_start, offs_m, seq_len, DV, BLOCK_DV)
+    k_base, stride_k, k_offs = _streamed(K, stride_km, stride_kh, h, seq_start, BLOCK_N, BLOCK_DQK)
+    v_base, stride_v, v_offs = _streamed(V, stride_vm, stride_vh, h, seq_start, BLOCK_N, BLOCK_DV)
     lo, a, b2, hi = _query_block_plan(m0, seq_len, ntargets, ctx, max_id, max_attn_len, BLOCK_M, BLOCK_N, CAUSAL,
                                       HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT)
     dq = tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32)
@@ -676,9 +684,7 @@ def _hstu_bwd_dq_kernel(
     dq = _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, b2, hi, offs_m, seq_len, ctx, max_id,
                    max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
                    HAS_WINDOW, HAS_CONTEXT, IEEE)
-    tl.store(DQ + h64 * stride_dqh + rows[:, None] * stride_dqm + offs_dqk[None, :],
-             (dq * (alpha * inv_n)).to(DQ.dtype.element_ty),
-             mask=(offs_m[:, None] < seq_len) & (offs_dqk[None, :] < DQK))
+    _store_rows(DQ, stride_dqm, stride_dqh, h, seq_start, offs_m, seq_len, dq * (alpha * inv_n), DQK, BLOCK_DQK)
 
 
 # ---------------------------------------------------------------- launchers
@@ -734,44 +740,54 @@ def _check_inputs(q, k, v, seq_offsets, num_targets, max_seq_len, grad_out=None)
 
 
 def _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len, contextual_seq_len,
-                 dqk, dv, config, num_blocks_of):
+                 dqk, dv, config):
     B, H = seq_offsets.numel() - 1, q.shape[1]
-    programs = num_blocks_of * B * H
-    if programs >= 2 ** 31:
-        raise ValueError(f"{programs} programs (blocks x B x H) exceed one launch")
     scalars = (q.shape[0], B, H, max_seq_len, int(max_attn_len), int(contextual_seq_len), float(alpha),
                1.0 / max(max_seq_len, 1))
     constexprs = dict(CAUSAL=bool(causal), HAS_TARGETS=num_targets is not None, HAS_WINDOW=max_attn_len > 0,
                       HAS_CONTEXT=contextual_seq_len > 0, DQK=dqk, DV=dv, BLOCK_DQK=_block_d(dqk),
                       BLOCK_DV=_block_d(dv), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
                       IEEE=q.dtype == torch.float32, num_warps=config.num_warps, num_stages=config.num_stages)
-    return (programs,), scalars, constexprs
+    return scalars, constexprs
+
+
+def _launch(kernel, args, scalars, constexprs, num_blocks: int, programs_per_block: int, device) -> None:
+    """kernel[grid](*args, *scalars, program_base, **constexprs) over num_blocks x B x H programs,
+    in as many launches as the runtime needs."""
+    for base, count in grid_chunks(num_blocks * programs_per_block, device, constexprs["num_warps"]):
+        kernel[(count,)](*args, *scalars, base, **constexprs)
+
+
+def _is_masked(num_targets, max_attn_len: int, contextual_seq_len: int) -> bool:
+    return num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
 
 
 def hstu_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor,
                        max_seq_len: int, alpha: float, causal: bool = True, num_targets: torch.Tensor | None = None,
-                       max_attn_len: int = 0, contextual_seq_len: int = 0,
-                       config: HstuConfig | None = None) -> torch.Tensor:
-    """HSTU attention forward (see the module docstring): out [total_L, H, Dv] in q's dtype."""
+                       max_attn_len: int = 0, contextual_seq_len: int = 0, config: HstuConfig | None = None, *,
+                       errors: torch.Tensor | None = None, error_op: int = 0) -> torch.Tensor:
+    """HSTU attention forward (see the module docstring): out [total_L, H, Dv] in q's dtype.
+    errors: a device error record (common.py); when given, the values of seq_offsets and
+    num_targets are checked by the same launch (attention_checks), a bad one recorded with `error_op`."""
     _check_inputs(q, k, v, seq_offsets, num_targets, max_seq_len)
+    check_error_record(errors, q.device)
     q, k, v = _rows(q), _rows(k), _rows(v)
     total, H, dqk = q.shape
     dv = v.shape[2]
     out = torch.empty((total, H, dv), dtype=q.dtype, device=q.device)
-    if total == 0:
-        return out
-    if seq_offsets.numel() == 1 or max_seq_len == 0:  # no sequence, or only empty ones
+    if total == 0 or seq_offsets.numel() == 1 or max_seq_len == 0:  # no forward program has work
+        if errors is not None:
+            checks.check_values(seq_offsets, num_targets, total, max_seq_len, error_op, errors)
         return out.zero_()
-    masked = num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
+    masked = _is_masked(num_targets, max_attn_len, contextual_seq_len)
     config = _check_config(config if config is not None else default_config(dqk, dv, q.dtype, kernel="fwd",
                                                                              masked=masked))
-    grid, scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
-                                             contextual_seq_len, dqk, dv, config,
-                                             triton.cdiv(max_seq_len, config.block_m))
-    _hstu_fwd_kernel[grid](
-        q, k, v, out, seq_offsets, num_targets,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
-        *scalars, **constexprs)
+    scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
+                                       contextual_seq_len, dqk, dv, config)
+    args = (q, k, v, out, seq_offsets, num_targets, errors, error_op,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1))
+    _launch(_hstu_fwd_kernel, args, scalars, dict(constexprs, CHECK=errors is not None),
+            triton.cdiv(max_seq_len, config.block_m), (seq_offsets.numel() - 1) * H, q.device)
     return out
 
 
@@ -795,21 +811,21 @@ def hstu_attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
     if seq_offsets.numel() == 1 or max_seq_len == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
     if config is None:
-        config = tuple(default_config(dqk, dv_dim, q.dtype, kernel=kernel) for kernel in ("dkdv", "dq"))
+        masked = _is_masked(num_targets, max_attn_len, contextual_seq_len)
+        config = tuple(default_config(dqk, dv_dim, q.dtype, kernel=kernel, masked=masked) for kernel in ("dkdv", "dq"))
     dkdv_config, dq_config = (config, config) if not isinstance(config, tuple) else config
     dkdv_config, dq_config = _check_config(dkdv_config), _check_config(dq_config)
-    strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-               grad_out.stride(0), grad_out.stride(1))
-    grid, scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
-                                             contextual_seq_len, dqk, dv_dim, dkdv_config,
-                                             triton.cdiv(max_seq_len, dkdv_config.block_n))
-    _hstu_bwd_dkdv_kernel[grid](
-        q, k, v, grad_out, dk, dv, seq_offsets, num_targets,
-        *strides, dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), *scalars, **constexprs)
-    grid, scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
-                                             contextual_seq_len, dqk, dv_dim, dq_config,
-                                             triton.cdiv(max_seq_len, dq_config.block_m))
-    _hstu_bwd_dq_kernel[grid](
-        q, k, v, grad_out, dq, seq_offsets, num_targets,
-        *strides, dq.stride(0), dq.stride(1), *scalars, **constexprs)
+    inputs = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+              grad_out.stride(0), grad_out.stride(1))
+    pairs = (seq_offsets.numel() - 1) * H
+    scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
+                                       contextual_seq_len, dqk, dv_dim, dkdv_config)
+    _launch(_hstu_bwd_dkdv_kernel, (q, k, v, grad_out, dk, dv, seq_offsets, num_targets, *inputs, dk.stride(0),
+                                    dk.stride(1), dv.stride(0), dv.stride(1)),
+            scalars, constexprs, triton.cdiv(max_seq_len, dkdv_config.block_n), pairs, q.device)
+    scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
+                                       contextual_seq_len, dqk, dv_dim, dq_config)
+    _launch(_hstu_bwd_dq_kernel, (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dq.stride(0),
+                                  dq.stride(1)),
+            scalars, constexprs, triton.cdiv(max_seq_len, dq_config.block_m), pairs, q.device)
     return dq, dk, dv

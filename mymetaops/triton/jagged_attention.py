@@ -35,12 +35,13 @@ Schedule (FlashAttention-2).
     accumulators and streams the q blocks that can see it (causal: from the diagonal on),
     recomputing p from lse; one program per (sequence, head, q block) holds q, dout and the fp32 dq
     accumulator and streams k/v blocks as the forward does. The same mask-free / masked split.
-  * Grids are 1-D over (sequence, head, block), block fastest: consecutive programs share one
-    (sequence, head)'s k and v in L2 (a 128-row q block does only ~128 FLOP per byte of k/v it
-    reads, below an H200's ~200 FLOP per DRAM byte), and B * H has no 65535 cap as on a grid
-    dim 1 (a grid past what the runtime takes is launched in chunks, common.grid_chunks). In the forward and dq kernels the q blocks run in descending order, so
-    under causal masking a sequence's most expensive blocks start first (shorter tail). Grid sizes
-    come from host ints only (max_seq_len, B = seq_offsets.numel() - 1, H, total_L): no device sync.
+  * Grids are 1-D over (block, sequence, head), the block index outer (attention_checks.
+    grid_position): the forward and dq kernels start with every sequence's last q block, dk/dv
+    with the first k/v block, the blocks with the most work under causal masking, so the cheap
+    ones fill the tail (longest first). B * H has no 65535 cap as on a grid dim 1 (a grid past
+    what the runtime takes is launched in chunks, common.grid_chunks). Grid sizes come from host
+    ints only (max_seq_len, B = seq_offsets.numel() - 1, H, total_L): no device sync. Given an
+    error record, the forward also checks seq_offsets in the same launch (attention_checks).
     The programs of sequence 0 also zero the rows before offsets[0], those of sequence B - 1 the
     rows from offsets[B] on (each program a block-strided share of its head's rows); at least one
     block per (sequence, head) is launched even when max_seq_len is 0.
@@ -62,7 +63,8 @@ import torch
 import triton
 import triton.language as tl
 
-from mymetaops.triton.common import grid_chunks
+from mymetaops.triton import attention_checks as checks
+from mymetaops.triton.common import check_error_record, grid_chunks
 
 LOG2E = 1.4426950408889634
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -182,13 +184,31 @@ def _check_config(config: AttentionConfig) -> None:
 
 
 @triton.jit
-def _sequence(offsets_ptr, b, total_rows, max_seq_len):
-    """(first row, length) of sequence b: offsets clamped to [0, total_rows], the length to
-    [0, max_seq_len]."""
-    start = tl.minimum(tl.maximum(tl.load(offsets_ptr + b).to(tl.int64), 0), total_rows)
-    end = tl.minimum(tl.maximum(tl.load(offsets_ptr + b + 1).to(tl.int64), 0), total_rows)
-    n = tl.minimum(tl.maximum(end - start, 0), max_seq_len).to(tl.int32)
-    return start, n
+def _program(offsets_ptr, errors_ptr, error_op, program_base, total_rows, max_seq_len, num_heads, num_seqs,
+             num_blocks, LOW_BLOCKS_FIRST: tl.constexpr, CHECK: tl.constexpr):
+    """(block, sequence b, head h int64, first row int64, length, offsets[b + 1]) of this program.
+    Offsets are clamped (attention_checks.sequence); when CHECK, the program of block 0, head 0
+    records sequence b's bad offsets in errors_ptr."""
+    block, b, h = checks.grid_position(program_base, num_seqs, num_heads, num_blocks, LOW_BLOCKS_FIRST)
+    start, n, start_raw, end_raw = checks.sequence(offsets_ptr, b, num_seqs, total_rows, max_seq_len)
+    if CHECK:
+        if (block == 0) & (h == 0):
+            checks.check_sequence(offsets_ptr, errors_ptr, b, start_raw, end_raw, end_raw * 0, num_seqs, total_rows,
+                                  max_seq_len, error_op, False)
+    return block, b, h, start, n, end_raw
+
+
+@triton.jit
+def _key_ranges(m0, n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """(full_hi, masked_hi) for the q block at m0: the k/v blocks [0, full_hi) need no mask,
+    [full_hi, masked_hi) do (causal: the diagonal ones; non-causal: the sequence's partial last)."""
+    if CAUSAL:
+        full_hi = (m0 // BLOCK_N) * BLOCK_N  # blocks wholly before the q block's first row
+        masked_hi = tl.minimum(m0 + BLOCK_M, n)
+    else:
+        full_hi = (n // BLOCK_N) * BLOCK_N
+        masked_hi = n
+    return full_hi, masked_hi
 
 
 @triton.jit
@@ -243,11 +263,16 @@ def _zero_rows(base, row_stride, lo, hi, first, step, D: tl.constexpr, BLOCK_R: 
 
 
 @triton.jit
-def _zero_vector(base, lo, hi, first, step, BLOCK_R: tl.constexpr):
-    """base[r] = 0 for r in [lo, hi), the blocks first, first + step, ... (fp32 lse rows)."""
-    rows = tl.arange(0, BLOCK_R)
-    for r0 in range(lo + first * BLOCK_R, hi, step * BLOCK_R):
-        tl.store(base + r0 + rows, tl.zeros([BLOCK_R], dtype=tl.float32), mask=rows < hi - r0)
+def _zero_outside(head, row_stride, b, num_seqs, start, end_raw, total_rows, first, step, D: tl.constexpr,
+                  BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Rows outside every sequence: before offsets[0] (sequence 0's programs), from offsets[B] on
+    (sequence B - 1's, end_raw = offsets[B]), shared among that sequence's block programs of each
+    head (blocks first, first + step, ...)."""
+    if b == 0:
+        _zero_rows(head, row_stride, 0, start, first, step, D, BLOCK_R, BLOCK_D)
+    if b == num_seqs - 1:
+        last = tl.minimum(tl.maximum(end_raw, start), total_rows)
+        _zero_rows(head, row_stride, last, total_rows, first, step, D, BLOCK_R, BLOCK_D)
 
 
 # ---------------------------------------------------------------- forward
@@ -285,21 +310,17 @@ def _fwd_inner(acc, l_i, m_i, q, k_head, v_head, start, stride_km, stride_vm, lo
 
 @triton.jit
 def _jagged_attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, offsets_ptr, out_ptr, lse_ptr,
+    q_ptr, k_ptr, v_ptr, offsets_ptr, out_ptr, lse_ptr, errors_ptr, error_op,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_om, stride_oh,
     total_rows, max_seq_len, num_heads, num_seqs, num_m_blocks, program_base, qk_scale,
     CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+    CHECK: tl.constexpr,
 ):
-    """out, lse of one (sequence, head, q block); program pid = ((b * H) + h) * num_m_blocks + r,
-    q block num_m_blocks - 1 - r. qk_scale = scale * log2(e)."""
-    pid = program_base + tl.program_id(0)
-    bh = pid // num_m_blocks
-    pid_m = num_m_blocks - 1 - (pid - bh * num_m_blocks)
-    b = bh // num_heads
-    h = bh - b * num_heads
-    start, n = _sequence(offsets_ptr, b, total_rows, max_seq_len)
-    h64 = h.to(tl.int64)
+    """out, lse of one (sequence, head, q block), the highest q blocks first (attention_checks.
+    grid_position). qk_scale = scale * log2(e)."""
+    pid_m, b, h64, start, n, end_raw = _program(offsets_ptr, errors_ptr, error_op, program_base, total_rows,
+                                                max_seq_len, num_heads, num_seqs, num_m_blocks, False, CHECK)
     out_head = out_ptr + h64 * stride_oh
     lse_head = lse_ptr + h64 * total_rows
     offs_m = tl.arange(0, BLOCK_M)
@@ -315,12 +336,7 @@ def _jagged_attn_fwd_kernel(
         acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         m_i = tl.full([BLOCK_M], -1.0e30, dtype=tl.float32)  # finite: exp2(m_i - m_new) never sees inf - inf
-        if CAUSAL:
-            full_hi = (m0 // BLOCK_N) * BLOCK_N  # blocks wholly before the q block's first row
-            masked_hi = tl.minimum(m0 + BLOCK_M, n)
-        else:
-            full_hi = (n // BLOCK_N) * BLOCK_N
-            masked_hi = n
+        full_hi, masked_hi = _key_ranges(m0, n, BLOCK_M, BLOCK_N, CAUSAL)
         acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_head, v_head, start, stride_km, stride_vm, 0, full_hi,
                                    m0, n, qk_scale, offs_m, offs_n, offs_dqk, offs_dv, False, CAUSAL, IEEE, DQK,
                                    DV, BLOCK_M, BLOCK_N, BLOCK_DQK, BLOCK_DV)
@@ -332,15 +348,10 @@ def _jagged_attn_fwd_kernel(
         _store_tile(out_head + (start + m0) * stride_om, offs_m, stride_om, offs_dv, n - m0, acc, DV, BLOCK_DV)
         lse = (m_i + tl.log2(l_i)) * 0.6931471805599453  # natural log of the scaled scores' exp-sum
         tl.store(lse_head + start + m0 + offs_m, lse, mask=offs_m < n - m0)
-    # Rows outside every sequence: before offsets[0] (sequence 0's programs), from offsets[B] on
-    # (sequence B - 1's), shared among that sequence's q-block programs of each head.
-    if b == 0:
-        _zero_rows(out_head, stride_om, 0, start, pid_m, num_m_blocks, DV, BLOCK_M, BLOCK_DV)
-        _zero_vector(lse_head, 0, start, pid_m, num_m_blocks, BLOCK_M)
-    if b == num_seqs - 1:
-        last = tl.minimum(tl.maximum(tl.load(offsets_ptr + num_seqs).to(tl.int64), start), total_rows)
-        _zero_rows(out_head, stride_om, last, total_rows, pid_m, num_m_blocks, DV, BLOCK_M, BLOCK_DV)
-        _zero_vector(lse_head, last, total_rows, pid_m, num_m_blocks, BLOCK_M)
+    _zero_outside(out_head, stride_om, b, num_seqs, start, end_raw, total_rows, pid_m, num_m_blocks, DV, BLOCK_M,
+                  BLOCK_DV)
+    # lse: a head's row is one fp32 value (D = 1, row stride 1).
+    _zero_outside(lse_head, 1, b, num_seqs, start, end_raw, total_rows, pid_m, num_m_blocks, 1, BLOCK_M, 1)
 
 
 # ---------------------------------------------------------------- backward
@@ -409,15 +420,10 @@ def _jagged_attn_bwd_dkdv_kernel(
     CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
-    """dk, dv of one (sequence, head, k/v block); pid = ((b * H) + h) * num_n_blocks + block (under
-    causal masking the first blocks see the most q rows: they start first)."""
-    pid = program_base + tl.program_id(0)
-    bh = pid // num_n_blocks
-    pid_n = pid - bh * num_n_blocks
-    b = bh // num_heads
-    h = bh - b * num_heads
-    start, n = _sequence(offsets_ptr, b, total_rows, max_seq_len)
-    h64 = h.to(tl.int64)
+    """dk, dv of one (sequence, head, k/v block), the lowest k/v blocks first: under causal masking
+    they see the most q rows."""
+    pid_n, b, h64, start, n, end_raw = _program(offsets_ptr, None, 0, program_base, total_rows, max_seq_len,
+                                                num_heads, num_seqs, num_n_blocks, True, False)
     dk_head = dk_ptr + h64 * stride_dkh
     dv_head = dv_ptr + h64 * stride_dvh
     offs_m = tl.arange(0, BLOCK_M)
@@ -456,13 +462,10 @@ def _jagged_attn_bwd_dkdv_kernel(
         _store_tile(dk_head + (start + n0) * stride_dkm, offs_n, stride_dkm, offs_dqk, n - n0, dk * sm_scale, DQK,
                     BLOCK_DQK)
         _store_tile(dv_head + (start + n0) * stride_dvm, offs_n, stride_dvm, offs_dv, n - n0, dv, DV, BLOCK_DV)
-    if b == 0:
-        _zero_rows(dk_head, stride_dkm, 0, start, pid_n, num_n_blocks, DQK, BLOCK_N, BLOCK_DQK)
-        _zero_rows(dv_head, stride_dvm, 0, start, pid_n, num_n_blocks, DV, BLOCK_N, BLOCK_DV)
-    if b == num_seqs - 1:
-        last = tl.minimum(tl.maximum(tl.load(offsets_ptr + num_seqs).to(tl.int64), start), total_rows)
-        _zero_rows(dk_head, stride_dkm, last, total_rows, pid_n, num_n_blocks, DQK, BLOCK_N, BLOCK_DQK)
-        _zero_rows(dv_head, stride_dvm, last, total_rows, pid_n, num_n_blocks, DV, BLOCK_N, BLOCK_DV)
+    _zero_outside(dk_head, stride_dkm, b, num_seqs, start, end_raw, total_rows, pid_n, num_n_blocks, DQK, BLOCK_N,
+                  BLOCK_DQK)
+    _zero_outside(dv_head, stride_dvm, b, num_seqs, start, end_raw, total_rows, pid_n, num_n_blocks, DV, BLOCK_N,
+                  BLOCK_DV)
 
 
 @triton.jit
@@ -501,13 +504,8 @@ def _jagged_attn_bwd_dq_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
     """dq of one (sequence, head, q block), programs ordered as the forward's."""
-    pid = program_base + tl.program_id(0)
-    bh = pid // num_m_blocks
-    pid_m = num_m_blocks - 1 - (pid - bh * num_m_blocks)
-    b = bh // num_heads
-    h = bh - b * num_heads
-    start, n = _sequence(offsets_ptr, b, total_rows, max_seq_len)
-    h64 = h.to(tl.int64)
+    pid_m, b, h64, start, n, end_raw = _program(offsets_ptr, None, 0, program_base, total_rows, max_seq_len,
+                                                num_heads, num_seqs, num_m_blocks, False, False)
     dq_head = dq_ptr + h64 * stride_dqh
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -526,12 +524,7 @@ def _jagged_attn_bwd_dq_kernel(
         k_head = k_ptr + h64 * stride_kh
         v_head = v_ptr + h64 * stride_vh
         dq = tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32)
-        if CAUSAL:
-            full_hi = (m0 // BLOCK_N) * BLOCK_N
-            masked_hi = tl.minimum(m0 + BLOCK_M, n)
-        else:
-            full_hi = (n // BLOCK_N) * BLOCK_N
-            masked_hi = n
+        full_hi, masked_hi = _key_ranges(m0, n, BLOCK_M, BLOCK_N, CAUSAL)
         dq = _dq_inner(dq, q, do, lse2, delta, k_head, v_head, start, stride_km, stride_vm, 0, full_hi, m0, n, qk_scale,
                        offs_m, offs_n, offs_dqk, offs_dv, False, CAUSAL, IEEE, DQK, DV, BLOCK_M, BLOCK_N,
                        BLOCK_DQK, BLOCK_DV)
@@ -540,11 +533,8 @@ def _jagged_attn_bwd_dq_kernel(
                        BLOCK_N, BLOCK_DQK, BLOCK_DV)
         _store_tile(dq_head + row0 * stride_dqm, offs_m, stride_dqm, offs_dqk, n - m0, dq * sm_scale, DQK,
                     BLOCK_DQK)
-    if b == 0:
-        _zero_rows(dq_head, stride_dqm, 0, start, pid_m, num_m_blocks, DQK, BLOCK_M, BLOCK_DQK)
-    if b == num_seqs - 1:
-        last = tl.minimum(tl.maximum(tl.load(offsets_ptr + num_seqs).to(tl.int64), start), total_rows)
-        _zero_rows(dq_head, stride_dqm, last, total_rows, pid_m, num_m_blocks, DQK, BLOCK_M, BLOCK_DQK)
+    _zero_outside(dq_head, stride_dqm, b, num_seqs, start, end_raw, total_rows, pid_m, num_m_blocks, DQK, BLOCK_M,
+                  BLOCK_DQK)
 
 
 # ---------------------------------------------------------------- launchers
@@ -604,29 +594,34 @@ def _launch_common(config: AttentionConfig, causal: bool, dtype: torch.dtype, dq
 
 def jagged_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor,
                          max_seq_len: int, causal: bool = True, scale: float | None = None,
-                         config: AttentionConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out [total_L, H, Dv] in q's dtype, lse [H, total_L] fp32); see the module docstring."""
+                         config: AttentionConfig | None = None, *, errors: torch.Tensor | None = None,
+                         error_op: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out [total_L, H, Dv] in q's dtype, lse [H, total_L] fp32); see the module docstring.
+    errors: a device error record (common.py); when given, the values of seq_offsets are checked
+    by the same launch (attention_checks), a bad one recorded with `error_op`."""
     q, k, v, seq_offsets, scale = _inputs(q, k, v, seq_offsets, max_seq_len, scale)
+    check_error_record(errors, q.device)
     total, heads, dqk = q.shape
     dv = v.size(2)
     device, dtype = q.device, q.dtype
     out = _new_output((total, heads, dv), dtype, device)
     lse = _new_output((heads, total), torch.float32, device)
     batch = seq_offsets.numel() - 1
-    if total == 0:
-        return out, lse
-    if batch == 0:  # no sequence, no program: every row is outside
+    if total == 0 or batch == 0:  # no program: every row (if any) is outside
+        if errors is not None:
+            checks.check_values(seq_offsets, None, total, max_seq_len, error_op, errors)
         out.zero_()
         lse.zero_()
         return out, lse
     config = config or default_config(dqk, dv, dtype, "fwd")
     meta = _launch_common(config, causal, dtype, dqk, dv)
-    num_m = max(1, triton.cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing needs a program
+    num_m = max(1, triton.cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing and checks need a program
     for base, count in grid_chunks(batch * heads * num_m, device, config.num_warps):
         _jagged_attn_fwd_kernel[(count,)](
-            q, k, v, seq_offsets, out, lse,
+            q, k, v, seq_offsets, out, lse, errors, error_op,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0),
-            out.stride(1), total, max_seq_len, heads, batch, num_m, base, scale * LOG2E, **meta)
+            out.stride(1), total, max_seq_len, heads, batch, num_m, base, scale * LOG2E, CHECK=errors is not None,
+            **meta)
     return out, lse
 
 

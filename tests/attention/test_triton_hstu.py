@@ -24,10 +24,14 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from hstu_reference import hstu_error_scales, hstu_mask, hstu_reference  # noqa: E402
 
+from mymetaops.triton import common  # noqa: E402
 from mymetaops.triton import hstu_attention as ha  # noqa: E402
 from mymetaops.triton.hstu_attention import HstuConfig  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+# Masked scores are set to a large negative value whose sigmoid overflows exp2 to inf (on purpose:
+# silu and silu' are then exactly 0); numpy, under the interpreter, warns about it.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp2:RuntimeWarning")
 DTYPES = (torch.float32, torch.float16, pytest.param(torch.bfloat16, marks=pytest.mark.gpu))
 # |actual - expected| <= TOL * terms + DOT_TOL * dots elementwise (hstu_error_scales: terms = the
 # element's sum of |terms|, dots = its sensitivity to the fp32 dot products), expected = float64 on
@@ -186,6 +190,13 @@ def test_all_targets_and_more_targets_than_rows(ctx, causal, poison_empty):
     check_backward("degenerate", case, torch.float32)
 
 
+def test_grid_in_several_launches(monkeypatch, poison_empty):
+    """A grid past the runtime's limit goes out in chunks (program_base): 7 programs a launch."""
+    monkeypatch.setattr(common, "max_programs", lambda device, num_warps: 7)
+    check_forward("contextual_targets", CASES["contextual_targets"], torch.float32)
+    check_backward("contextual_targets", CASES["contextual_targets"], torch.float32)
+
+
 def test_no_sequences_and_zero_max_seq_len(poison_empty):
     q = torch.randn(4, 2, 16, device=DEVICE)
     v = torch.randn(4, 2, 8, device=DEVICE)
@@ -327,6 +338,35 @@ def test_block_plans(shape, causal, blocks):
                 assert (a, b) == (first, first + (n - first) // block_m * block_m), what
     if not window or window >= 2 * max(blocks):
         assert interior > 0  # the mask-free path is taken (a window narrower than two blocks has none)
+
+
+# ---------------------------------------------------------------- value checks in the forward launch
+
+
+@pytest.mark.parametrize("offsets,total,max_len,targets,record", [
+    ([0, 3, 37], 37, 40, None, [0, 0, 0, 0, 0]),
+    ([0, 3, 37], 37, 40, [3, 0], [0, 0, 0, 0, 0]),
+    ([0], 0, 4, None, [0, 0, 0, 0, 0]),
+    ([2], 2, 4, None, [7, 10, 0, 2, 0]),  # (code, op, position, value, bound): B = 0, offsets[0] != 0
+    ([1, 3, 5], 5, 4, None, [7, 10, 0, 1, 0]),  # first offset != 0
+    ([0, 3, 7], 5, 4, None, [7, 10, 2, 7, 5]),  # last offset != total_L
+    ([0, 3, 4], 5, 4, None, [7, 10, 2, 4, 5]),
+    ([0, 1], 0, 4, None, [7, 10, 1, 1, 0]),  # total_L = 0: no forward program, the check launch
+    ([0, 20, 2, 37], 37, 40, None, [3, 10, 2, 2, 0]),  # decreasing
+    ([0, 5, 38], 38, 32, None, [6, 10, 1, 33, 32]),  # sequence 1 longer than max_seq_len
+    ([0, 2, 2], 2, 0, None, [6, 10, 0, 2, 0]),  # max_seq_len = 0: the check launch
+    ([0, 3, 37], 37, 40, [1, 35], [8, 10, 1, 35, 34]),  # num_targets[1] > its length
+    ([0, 3, 37], 37, 40, [-1, 0], [8, 10, 0, -1, 3]),
+])
+def test_forward_records_bad_values(offsets, total, max_len, targets, record):
+    """The forward launch with an error record checks seq_offsets and num_targets: a bad entry is
+    recorded with its code, position, value and bound (several heads and query blocks)."""
+    q = torch.randn(total, 2, 16, device=DEVICE)
+    errors = torch.zeros(8, dtype=torch.int64, device=DEVICE)
+    targets = None if targets is None else torch.tensor(targets, device=DEVICE)
+    out = ha.hstu_attention_fwd(q, q, q, torch.tensor(offsets, device=DEVICE), max_len, 0.5, num_targets=targets,
+                                config=SMALL, errors=errors, error_op=10)
+    assert errors.tolist()[1:6] == record and out.shape == q.shape
 
 
 # ---------------------------------------------------------------- configs and checks

@@ -17,6 +17,7 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 from softmax_reference import jagged_attention_reference  # noqa: E402
 
+from mymetaops.triton import common  # noqa: E402
 from mymetaops.triton import jagged_attention as ja  # noqa: E402
 
 C = ja.AttentionConfig
@@ -162,6 +163,13 @@ def test_autograd_wrapper_and_determinism():
         assert torch.equal(a, b) and torch.equal(leaf.grad, a)
 
 
+def test_grid_in_several_launches(monkeypatch):
+    """A grid past the runtime's limit goes out in chunks (program_base): 5 programs a launch."""
+    monkeypatch.setattr(common, "max_programs", lambda device, num_warps: 5)
+    q, k, v, offsets, max_seq_len, configs = case_inputs("mixed_d40", torch.float32)
+    check(q, k, v, offsets, max_seq_len, True, torch.float32, configs=configs)
+
+
 def test_no_sequences():
     """B = 0: every row is outside; no program runs, the launcher zeroes the outputs."""
     q = rows(torch.Generator().manual_seed(1), 3, 2, 8, torch.float32)
@@ -170,6 +178,25 @@ def test_no_sequences():
     assert (out == 0).all() and (lse == 0).all()
     grads = ja.jagged_attention_bwd(q, q, q, q, out, lse, offsets, 4)
     assert all((g == 0).all() for g in grads)
+
+
+@pytest.mark.parametrize("offsets,total,max_len,record", [
+    ([0, 3, 37], 37, 40, [0, 0, 0, 0, 0]),
+    ([0], 0, 4, [0, 0, 0, 0, 0]),
+    ([3], 3, 4, [7, 11, 0, 3, 0]),  # (code, op, position, value, bound): B = 0, the check launch
+    ([1, 3, 5], 5, 4, [7, 11, 0, 1, 0]),
+    ([0, 3, 4], 5, 4, [7, 11, 2, 4, 5]),  # the last offset != total_L
+    ([0, 20, 2, 37], 37, 40, [3, 11, 2, 2, 0]),
+    ([0, 5, 38], 38, 32, [6, 11, 1, 33, 32]),
+    ([0, 2, 2], 2, 0, [6, 11, 0, 2, 0]),  # max_seq_len = 0: still one program per (sequence, head)
+])
+def test_forward_records_bad_offsets(offsets, total, max_len, record):
+    """The forward launch with an error record checks seq_offsets (several heads and q blocks)."""
+    q = rows(torch.Generator().manual_seed(4), total, 2, 16, torch.float32)
+    errors = torch.zeros(8, dtype=torch.int64, device=DEVICE)
+    ja.jagged_attention_fwd(q, q, q, torch.tensor(offsets, device=DEVICE), max_len, config=C(16, 16, 4, 1),
+                            errors=errors, error_op=11)
+    assert errors.tolist()[1:6] == record
 
 
 def test_default_config():
