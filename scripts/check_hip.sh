@@ -86,6 +86,12 @@ REQUIRED_MFMA=(
   "gfx950   jagged_bmm_kernel<[^,]*BFloat16,        v_mfma_f32_32x32x8_bf16"
   "gfx942   jagged_bmm_kernel<[^,]*Half,            v_mfma_f32_32x32x8_f16"
   "gfx950   jagged_bmm_kernel<[^,]*Half,            v_mfma_f32_32x32x8_f16"
+  # hip/attention/attention_fwd.hip: attention_fwd_kernel<Tile, T, I, causal>, both products on
+  # the 16-bit MFMA of its dtype
+  "gfx942   attention_fwd_kernel<.*BFloat16,       v_mfma_f32_32x32x8_bf16"
+  "gfx950   attention_fwd_kernel<.*BFloat16,       v_mfma_f32_32x32x8_bf16"
+  "gfx942   attention_fwd_kernel<.*Half,           v_mfma_f32_32x32x8_f16"
+  "gfx950   attention_fwd_kernel<.*Half,           v_mfma_f32_32x32x8_f16"
 )
 
 WARNINGS=(-Wall -Wextra -Werror)
