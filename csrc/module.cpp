@@ -13,6 +13,9 @@ void bind(pybind11::module_& m);
 namespace mymetaops::jagged {
 void bind(pybind11::module_& m);
 }  // namespace mymetaops::jagged
+namespace mymetaops::attention {
+void bind(pybind11::module_& m);
+}  // namespace mymetaops::attention
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mymetaops operators";
@@ -20,4 +23,5 @@ PYBIND11_MODULE(_C, m) {
   mymetaops::dispatch::bind_errors(m);
   mymetaops::gemm::bind(m);
   mymetaops::jagged::bind(m);
+  mymetaops::attention::bind(m);
 }

@@ -136,6 +136,21 @@ class TritonAttentionConfig:
 
 
 @dataclass(frozen=True)
+class NativeAttentionConfig:
+    """A native attention forward kernel (csrc/include/mymetaops/attention.h): its index in the
+    build's _C._native_attention_kernels() and its name (a fixed tile shape)."""
+
+    kernel: int
+    name: str
+
+    def as_list(self) -> list[int]:
+        return [self.kernel]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class ScaledMmConfig(VendorConfig):
     """torch._scaled_mm (cuBLASLt / hipBLASLt, or torch's CUTLASS rowwise kernel)."""
 

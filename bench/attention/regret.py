@@ -1,5 +1,6 @@
 """Selection regret of the attention model: at each problem of a suite, every candidate the model
-offers (mymetaops/model/attention.py) through the launchers, and t(model's choice) / t(fastest).
+offers (mymetaops/model/attention.py: native kernels through _C, Triton tiles through their
+launchers), and t(model's choice) / t(fastest).
 
 Suite: 18 problems, the forward of both ops, bf16, causal, over three length distributions per
 (B, N, H, D): uniform in [1, N], all equal to N, and long-tailed (Zipf-like: N / rank^1.2, shuffled).
@@ -47,7 +48,8 @@ def lengths_of(dist: str, batch: int, n: int, seed: int = 0) -> torch.Tensor:
 
 
 def run(args, device, prefix, meta) -> dict:
-    from mymetaops import model
+    from mymetaops import _C, model
+    from mymetaops.ops import attention as ops
     from mymetaops.triton import hstu_attention as hstu
     from mymetaops.triton import jagged_attention as sm
     gpu = device.type == "cuda"
@@ -68,13 +70,19 @@ def run(args, device, prefix, meta) -> dict:
             q, k, v = (torch.randn(total, heads, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
             for op in ("hstu_attention", "jagged_attention"):
                 problem = model.attention.problem_of(op, q, v, offsets, n, True, False)
-                decision = model.decide(op, problem, hw)
+                decision = model.decide(op, problem, hw, "auto", gpu and ops._native_kernels_known(hw.vendor))
                 times = {}
-                for c in decision.candidates:
-                    tiles = None if c.config.kernel_defaults else (c.config.block_m, c.config.block_n,
-                                                                   c.config.num_warps, c.config.num_stages)
+                for c in (c for c in decision.candidates if c.available):
+                    native = c.backend == "native"
+                    tiles = None if native or c.config.kernel_defaults else (
+                        c.config.block_m, c.config.block_n, c.config.num_warps, c.config.num_stages)
                     try:
-                        if op == "hstu_attention":
+                        if native:
+                            kind = ops.HSTU_KIND if op == "hstu_attention" else ops.SOFTMAX_KIND
+                            scale = ALPHA if op == "hstu_attention" else dim ** -0.5
+                            fn = lambda: _C._attention_forward_native(q, k, v, offsets, n, kind, scale, True,  # noqa: E731
+                                                                      c.config.kernel)
+                        elif op == "hstu_attention":
                             cfg = None if tiles is None else hstu.HstuConfig(*tiles)
                             fn = lambda: hstu.hstu_attention_fwd(q, k, v, offsets, n, ALPHA, config=cfg)  # noqa: E731
                         else:

@@ -1,5 +1,5 @@
-"""The attention family (`hstu_attention`, `jagged_attention` and their backwards): Triton tiles
-over jagged sequences, costed by the tiles they compute.
+"""The attention family (`hstu_attention`, `jagged_attention` and their backwards): native and
+Triton tiles over jagged sequences, costed by the tiles they compute.
 
 The host knows B, max_seq_len N and total_L T, not the lengths (reading them is a sync): the model
 takes the mean length m = T / B and lengths spread like uniform ones, so a sequence's causal pairs
@@ -11,9 +11,10 @@ q-blocks touch, the diagonal ones whole:
     t       = max(compute / SMs, the longest sequence's last block: N / block_n tiles in a row)
               + launches + HOST_US (the public op's Python path)
 
-No native kernel exists yet (a Hopper wgmma/TMA kernel and a CDNA MFMA kernel are the issue's);
-`explain` says so. torch has no jagged HSTU attention; flex_attention compiles per mask and is a
-benchmark anchor, not a candidate. Tags: [M] measured on this project's H200 (bench/attention/
+Native forward kernels (cuda/attention/: TMA + wgmma; hip/attention/: MFMA) are costed the same way
+with their own tiles and efficiencies; they run unmasked causal / full attention in bf16 / fp16 at
+the head dims NATIVE_KERNELS lists, and `explain` says why they are not offered elsewhere. torch
+has no jagged HSTU attention; flex_attention compiles per mask and is a benchmark anchor, not a candidate. Tags: [M] measured on this project's H200 (bench/attention/
 NOTES.md, 2026-12-02); [A] assumed.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-from mymetaops.configs import TritonAttentionConfig
+from mymetaops.configs import NativeAttentionConfig, TritonAttentionConfig
 
 from . import costs
 from .family import Estimate, Family, register
@@ -48,10 +49,46 @@ MASKED_EXCLUDED = TritonAttentionConfig(64, 64, 4, 3)
 # 2.5x the forward FLOPs at B32 N4096 H4 D128.
 BACKWARD_EFFICIENCY = {HSTU_BACKWARD: 161 / 989, SOFTMAX_BACKWARD: 164 / 989}
 DEFAULT_EFFICIENCY = 0.25  # [A] AMD, D > 128, fp32: no measurement
-# [M] The public op's host path per call, beyond its launches (bench/attention/NOTES.md: 90-170 us
-# between the public op and its launcher; backward: the autograd wrapper and its op).
-HOST_US = {"forward": 100.0, "backward": 150.0}
+# The public wrapper's host path per call beyond its launches: [M] 100 / 150 us through the custom
+# op (bench/attention/NOTES.md, run 1); [A] the eager path (ops/attention.py _EagerHstu) and a native
+# launch from C++, to be measured by bench/attention/host_cost.py.
+HOST_US = {"forward": 100.0, "backward": 150.0, "native": 30.0}
 KERNEL_DEFAULTS = TritonAttentionConfig()  # the kernels' default_config: backwards, AMD, D > 128, fp32
+
+
+@dataclass(frozen=True)
+class NativeKernel:
+    """A row of a vendor's native forward kernels (csrc/include/mymetaops/attention.h), in the build's
+    attention_kernel_names() order: what it runs and its tiles."""
+
+    name: str
+    ops: tuple[str, ...]
+    dims: tuple[int, ...]  # head dims it runs (Dqk = Dv)
+    block_m: int
+    block_n: int
+    efficiency: float  # share of the bf16 / fp16 peak on the tiles it computes
+
+
+# The mirror of the native kernels each vendor's build has (checked against _C at run time: the
+# model offers them only where the two agree).
+NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
+    # cuda/attention/: 128 q rows (2 consumer warpgroups) x 128 keys, TMA K/V double-buffered, wgmma
+    # SS then RS; [A] 0.40 of the peak until measured.
+    "nvidia": (
+        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, 0.40),
+        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, 0.40),
+    ),
+    # hip/attention/attention_fwd.hip: 4 waves x 32 q rows, K / V double-buffered in LDS, MFMA
+    # 32x32x8; [A] 0.30 of the peak (no AMD GPU here; Triton's AMD tiles are assumed at 0.25).
+    "amd": (
+        NativeKernel("cdna_hstu_d64_128x64", (HSTU,), (64,), 128, 64, 0.30),
+        NativeKernel("cdna_hstu_d128_128x32", (HSTU,), (128,), 128, 32, 0.30),
+        NativeKernel("cdna_softmax_d64_128x64", (SOFTMAX,), (64,), 128, 64, 0.30),
+        NativeKernel("cdna_softmax_d128_128x32", (SOFTMAX,), (128,), 128, 32, 0.30),
+    ),
+}
+NATIVE_ARCHS = {"nvidia": ("sm_90a",), "amd": ("gfx942", "gfx950")}
+NATIVE_DTYPES = ("bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -84,12 +121,20 @@ class AttentionProblem:
 
 def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, efficiency: float) -> Estimate:
     backward = p.op in BACKWARD.values()
-    launch = (4 if backward else 2) * costs.launch_us(hw, "triton")  # + the value checks / preprocess
-    host = HOST_US["backward" if backward else "forward"]
+    native = isinstance(c, NativeAttentionConfig)
+    if native:  # one launch of the checks, one of the kernel, from C++
+        launch, host = 2 * costs.launch_us(hw, "native"), HOST_US["native"]
+    else:  # + the value checks / the backward's preprocess
+        launch = (4 if backward else 2) * costs.launch_us(hw, "triton")
+        host = HOST_US["backward" if backward else "forward"]
     if p.pairs == 0:
         return Estimate(host + launch, "launch", "no rows", 1.0, 0, 1)
     rate = hw.peak_tflops[p.dtype] * 1e6 * efficiency  # FLOP/us
-    block_m, block_n = (c.block_m, c.block_n) if not c.kernel_defaults else (64, 64)
+    if native:
+        row = NATIVE_KERNELS[hw.vendor][c.kernel]
+        block_m, block_n = row.block_m, row.block_n
+    else:
+        block_m, block_n = (c.block_m, c.block_n) if not c.kernel_defaults else (64, 64)
     waste = p.total * block_m / 2 * p.heads if p.causal else 0.0
     tile_flops = 2 * (p.dqk + p.dv) * (2.5 if backward else 1.0)
     compute = (p.pairs * p.heads + waste) * tile_flops / rate
@@ -101,7 +146,7 @@ def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, e
     bound = "compute" if body == compute else "memory" if body == bytes_us else "latency"
     if host > time:
         bound = "launch"
-    detail = (f"triton {c}: {(p.pairs * p.heads + waste) / (block_m * block_n):.0f} tiles at "
+    detail = (f"{'native' if native else 'triton'} {c}: {(p.pairs * p.heads + waste) / (block_m * block_n):.0f} tiles at "
               f"{efficiency:.0%} of the peak, longest sequence {chain:.1f} us; host {host:.0f} us")
     return Estimate(max(time, host), bound, detail, 1.0, 0, 1)
 
@@ -130,6 +175,36 @@ class AttentionFamily(Family):
     problem_type = AttentionProblem
 
     def candidates(self, op, p, hw):
+        yield from self.native_candidates(op, p, hw)
+        yield from self.triton_candidates(op, p, hw)
+
+    def native_refusal(self, op, p, hw) -> str:
+        """Why no native kernel runs p on hw ("" when one does)."""
+        kernels = NATIVE_KERNELS.get(hw.vendor, ())
+        if op in BACKWARD.values():
+            return "the backward runs on Triton only (no native backward kernel yet)"
+        if not kernels:
+            return f"no native attention kernel is built for {hw.vendor}"
+        if hw.arch not in NATIVE_ARCHS[hw.vendor]:
+            return f"the native attention kernels are built for {', '.join(NATIVE_ARCHS[hw.vendor])}, not {hw.arch}"
+        if p.dtype not in NATIVE_DTYPES:
+            return f"the native attention kernels take bf16 / fp16, not {p.dtype}"
+        if op == HSTU and p.masked:
+            return "HSTU's target / window / contextual masks run on Triton only"
+        if p.dqk != p.dv or not any(op in k.ops and p.dqk in k.dims for k in kernels):
+            dims = sorted({d for k in kernels if op in k.ops for d in k.dims})
+            return f"the native kernels run Dqk = Dv in {dims}, not Dqk {p.dqk} / Dv {p.dv}"
+        return ""
+
+    def native_candidates(self, op, p, hw):
+        if self.native_refusal(op, p, hw):
+            return
+        for index, k in enumerate(NATIVE_KERNELS[hw.vendor]):
+            if op in k.ops and p.dqk in k.dims:
+                c = NativeAttentionConfig(index, k.name)
+                yield "native", c, _estimate(p, hw, c, k.efficiency)
+
+    def triton_candidates(self, op, p, hw):
         backward = op in BACKWARD.values()
         if hw.vendor != "nvidia" or max(p.dqk, p.dv) > 128 or p.dtype == "fp32" or backward:
             efficiency = BACKWARD_EFFICIENCY.get(op, DEFAULT_EFFICIENCY) if hw.vendor == "nvidia" else \
@@ -143,8 +218,7 @@ class AttentionFamily(Family):
 
     def absent_reason(self, op, p, hw, backend):
         if backend == "native":
-            return ("no native attention kernel is built yet (a Hopper wgmma/TMA kernel and a CDNA MFMA kernel "
-                    "are to come): Triton runs it")
+            return self.native_refusal(op, p, hw) + ": Triton runs it"
         return self.missing_backend_note(op, backend)
 
     def missing_backend_note(self, op, backend):

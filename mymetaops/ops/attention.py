@@ -14,13 +14,16 @@ products accumulated in fp32.
 * `jagged_attention`: softmax(scale q_i . k_j) over the same sequence (causal: j <= i), scale None
   = 1 / sqrt(Dqk); the log-sum-exp of each row is kept for the backward.
 
-Kernels: on a GPU, Triton (mymetaops/triton/hstu_attention.py, jagged_attention.py), forward and
-backward, the forward's tiles chosen by the model (mymetaops/model/attention.py) once per bucket of
-problems; there is no native CUDA / HIP kernel yet (`mymetaops.explain` says so). On the CPU, a
-per-sequence torch composite in fp32 (fp64 for fp64 inputs). No host sync on the GPU: shapes are
-checked on the host, offsets and num_targets values by a small kernel that records the first bad
-entry (raised by the next call, `mymetaops.check_errors()` or validate=True; the kernels clamp
-what they read meanwhile). On the CPU bad values raise at once.
+Kernels: on a GPU, the model (mymetaops/model/attention.py) chooses per bucket of problems between
+the native forward kernels (csrc/include/mymetaops/attention.h: cuda/attention/ on Hopper,
+hip/attention/ on CDNA; unmasked attention in bf16 / fp16) and the Triton kernels' tiles
+(mymetaops/triton/hstu_attention.py, jagged_attention.py), which run everything else and every
+backward; `mymetaops.explain` says why. On the CPU, a per-sequence torch composite in fp32 (fp64 for
+fp64 inputs). Eager calls on CUDA tensors skip the custom op's Python round trips (_EagerHstu). No
+host sync on the GPU: shapes are checked on the host; offsets and num_targets values by the forward
+launch itself, which records the first bad entry on the device (raised by the next call,
+`mymetaops.check_errors()` or validate=True; the kernels clamp what they read meanwhile). On the
+CPU bad values raise at once.
 """
 from __future__ import annotations
 
@@ -104,13 +107,6 @@ def _check_values_cpu(name: str, seq_offsets, num_targets, total: int, max_seq_l
                 raise ValueError(f"{name}: num_targets[{b}] = {t} is not in [0, {offsets[b + 1] - offsets[b]}], "
                                  "the length of its sequence")
     return offsets
-
-
-def _queue_value_checks(name: str, op: int, q, seq_offsets, num_targets, max_seq_len: int) -> None:
-    """GPU: raise what an earlier call recorded (no sync), then queue this call's value checks."""
-    dispatch.raise_recorded_error(q.device)
-    checks = _triton()[0]
-    checks.check_values(seq_offsets, num_targets, q.shape[0], max_seq_len, op, dispatch.error_record(q.device))
 
 
 # ---- CPU kernels: per-sequence composites ----------------------------------------------------------
@@ -230,60 +226,101 @@ def _softmax_backward_cpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_l
         return _grads(o, leaves, grad_output)
 
 
-# ---- CUDA kernels: Triton, with the model's tiles -----------------------------------------------------
+# ---- CUDA kernels: native or Triton, as the model decides -------------------------------------------
+
+HSTU_KIND, SOFTMAX_KIND = 0, 1  # AttentionKind of csrc/include/mymetaops/attention.h
+
+
+@functools.cache
+def _native_kernels_known(vendor: str) -> bool:
+    """The build's native kernels are the model's mirror for this vendor (not on the HIP-on-CUDA
+    shim build, whose kernels are hip/'s; none on a CPU-only build)."""
+    built = list(_C._native_attention_kernels())
+    return bool(built) and built == [row.name for row in model.attention.NATIVE_KERNELS.get(vendor, ())]
+
 
 @functools.lru_cache(maxsize=4096)
-def _decided_config(op: str, device_index: int, backend: str, key: tuple):
-    """The model's config for a bucket of problems (decided once per bucket, as the C++ dispatch
-    does for the other families); None: the kernels' own defaults."""
+def _decided(op: str, device_index: int, backend: str, key: tuple):
+    """("native", kernel index) or ("triton", tiles or None = the kernels' defaults) for a bucket of
+    problems, decided once per bucket (as the C++ dispatch does for the other families)."""
     family = model.get_family("attention")
-    decision = model.decide(op, family.problem_from_key(op, key), dispatch.hardware(device_index), backend)
-    c = decision.choice.config
-    return None if c.kernel_defaults else (c.block_m, c.block_n, c.num_warps, c.num_stages)
+    hw = dispatch.hardware(device_index)
+    choice = model.decide(op, family.problem_from_key(op, key), hw, backend, _native_kernels_known(hw.vendor)).choice
+    c = choice.config
+    if choice.backend == "native":
+        return "native", c.kernel
+    return "triton", None if c.kernel_defaults else (c.block_m, c.block_n, c.num_warps, c.num_stages)
 
 
-def _forward_config(op, config_type, q, v, seq_offsets, max_seq_len, causal, masked=False):
+def _forward_choice(op, q, v, seq_offsets, max_seq_len, causal, masked=False):
     problem = model.attention.problem_of(op, q, v, seq_offsets, max_seq_len, causal, masked)
     key = model.get_family("attention").bucket_key(op, problem)
-    tiles = _decided_config(op, q.device.index, current_backend(), key)
-    return None if tiles is None else config_type(*tiles)
+    return _decided(op, q.device.index, current_backend(), key)
+
+
+def _hstu_forward_gpu(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                      contextual_seq_len):
+    """The GPU forward after _check: raise what an earlier kernel recorded (no sync), then the native
+    or Triton forward, which checks the offsets' values into the error record itself."""
+    masked = num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
+    backend, config = _forward_choice("hstu_attention", q, v, seq_offsets, max_seq_len, causal, masked)
+    if backend == "native":
+        return _C._attention_forward_native(q, k, v, seq_offsets, max_seq_len, HSTU_KIND, alpha, causal, config)[0]
+    checks, hstu, _ = _triton()
+    dispatch.raise_recorded_error(q.device)
+    return hstu.hstu_attention_fwd(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                                   contextual_seq_len, None if config is None else hstu.HstuConfig(*config),
+                                   errors=dispatch.error_record(q.device), error_op=checks.OP_HSTU_ATTENTION)
+
+
+def _hstu_backward_gpu(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                       contextual_seq_len):
+    return _triton()[1].hstu_attention_bwd(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal,
+                                           num_targets, max_attn_len, contextual_seq_len)
+
+
+def _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale):
+    backend, config = _forward_choice("jagged_attention", q, v, seq_offsets, max_seq_len, causal)
+    if backend == "native":
+        return _C._attention_forward_native(q, k, v, seq_offsets, max_seq_len, SOFTMAX_KIND, _scale_of(q, scale),
+                                            causal, config)
+    checks, _, softmax = _triton()
+    dispatch.raise_recorded_error(q.device)
+    return softmax.jagged_attention_fwd(q, k, v, seq_offsets, max_seq_len, causal, scale,
+                                        None if config is None else softmax.AttentionConfig(*config),
+                                        errors=dispatch.error_record(q.device), error_op=checks.OP_JAGGED_ATTENTION)
+
+
+def _softmax_backward_gpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale):
+    return _triton()[2].jagged_attention_bwd(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale)
 
 
 @torch.library.impl("mymetaops::hstu_attention", "CUDA")
 def _hstu_cuda(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_targets=None, max_attn_len=0,
                contextual_seq_len=0):
     _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
-    checks, hstu, _ = _triton()
-    _queue_value_checks("hstu_attention", checks.OP_HSTU_ATTENTION, q, seq_offsets, num_targets, max_seq_len)
-    masked = num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
-    config = _forward_config("hstu_attention", hstu.HstuConfig, q, v, seq_offsets, max_seq_len, causal, masked)
-    return hstu.hstu_attention_fwd(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
-                                   contextual_seq_len, config)
+    return _hstu_forward_gpu(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                             contextual_seq_len)
 
 
 @torch.library.impl("mymetaops::hstu_attention_backward", "CUDA")
 def _hstu_backward_cuda(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
                         contextual_seq_len):
     _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
-    _, hstu, _ = _triton()
-    return hstu.hstu_attention_bwd(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets,
-                                   max_attn_len, contextual_seq_len)
+    return _hstu_backward_gpu(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets,
+                              max_attn_len, contextual_seq_len)
 
 
 @torch.library.impl("mymetaops::jagged_attention", "CUDA")
 def _softmax_cuda(q, k, v, seq_offsets, max_seq_len, causal=True, scale=None):
     _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
-    checks, _, softmax = _triton()
-    _queue_value_checks("jagged_attention", checks.OP_JAGGED_ATTENTION, q, seq_offsets, None, max_seq_len)
-    config = _forward_config("jagged_attention", softmax.AttentionConfig, q, v, seq_offsets, max_seq_len, causal)
-    return softmax.jagged_attention_fwd(q, k, v, seq_offsets, max_seq_len, causal, scale, config)
+    return _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale)
 
 
 @torch.library.impl("mymetaops::jagged_attention_backward", "CUDA")
 def _softmax_backward_cuda(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale):
     _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
-    _, _, softmax = _triton()
-    return softmax.jagged_attention_bwd(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale)
+    return _softmax_backward_gpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale)
 
 
 # ---- fake kernels (torch.compile) and autograd -------------------------------------------------------
@@ -349,6 +386,53 @@ def _softmax_grad(ctx, grad, grad_lse):
 torch.library.register_autograd("mymetaops::jagged_attention", _softmax_grad, setup_context=_softmax_setup)
 
 
+# ---- the eager GPU path: the same kernels without the custom op's Python round trips -------------
+# A Python custom op pays for torch.library's autograd wrapper, its argument re-binding and a
+# redispatch into Python, forward and backward: 80-140 us a call on the H200 (bench/attention/
+# NOTES.md), more than the kernels of most recommender shapes take. Eager calls on plain CUDA tensors
+# take this autograd.Function instead; everything else (torch.compile, tensor subclasses, dispatch
+# modes, functorch transforms, the CPU) goes through torch.ops.mymetaops, so both see one set of
+# kernels and tests compare the two.
+
+def _eager_gpu(*tensors) -> bool:
+    return (all(type(t) is torch.Tensor and t.is_cuda for t in tensors) and not torch.compiler.is_compiling()
+            and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._are_functorch_transforms_active())
+
+
+class _EagerHstu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len, contextual_seq_len):
+        ctx.save_for_backward(q, k, v, seq_offsets, num_targets)
+        ctx.args = (max_seq_len, alpha, causal, max_attn_len, contextual_seq_len)
+        return _hstu_forward_gpu(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                                 contextual_seq_len)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, seq_offsets, num_targets = ctx.saved_tensors
+        max_seq_len, alpha, causal, max_attn_len, contextual_seq_len = ctx.args
+        dq, dk, dv = _hstu_backward_gpu(grad.contiguous(), q, k, v, seq_offsets, max_seq_len, alpha, causal,
+                                        num_targets, max_attn_len, contextual_seq_len)
+        return dq, dk, dv, None, None, None, None, None, None, None
+
+
+class _EagerSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, seq_offsets, max_seq_len, causal, scale):
+        out, lse = _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale)
+        ctx.save_for_backward(q, k, v, out, lse, seq_offsets)
+        ctx.args = (max_seq_len, causal, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, out, lse, seq_offsets = ctx.saved_tensors
+        max_seq_len, causal, scale = ctx.args
+        dq, dk, dv = _softmax_backward_gpu(grad.contiguous(), q, k, v, out, lse, seq_offsets, max_seq_len, causal,
+                                           scale)
+        return dq, dk, dv, None, None, None, None
+
+
 # ---- public wrappers -----------------------------------------------------------------------------------
 
 def _strict(out, validate: bool):
@@ -363,8 +447,14 @@ def hstu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offset
     """HSTU attention over jagged sequences: [total_L, H, Dv] (see the module docstring for the
     layout and the masks). Differentiable in q, k, v. validate=True raises bad seq_offsets /
     num_targets values at once on a GPU (one stream sync); otherwise the next call does."""
-    return _strict(_ops.hstu_attention(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
-                                       contextual_seq_len), validate)
+    if _eager_gpu(q, k, v, seq_offsets):
+        _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
+        out = _EagerHstu.apply(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                               contextual_seq_len)
+    else:
+        out = _ops.hstu_attention(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                                  contextual_seq_len)
+    return _strict(out, validate)
 
 
 def hstu_mha(max_seq_len: int, alpha: float, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -385,5 +475,9 @@ def jagged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offs
                      causal: bool = True, scale: float | None = None, *, validate: bool = False) -> torch.Tensor:
     """Softmax attention over jagged sequences: [total_L, H, Dv]; scale None = 1 / sqrt(Dqk).
     Differentiable in q, k, v. validate as in hstu_attention."""
-    out, _ = _ops.jagged_attention(q, k, v, seq_offsets, max_seq_len, causal, scale)
+    if _eager_gpu(q, k, v, seq_offsets):
+        _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
+        out = _EagerSoftmax.apply(q, k, v, seq_offsets, max_seq_len, causal, scale)
+    else:
+        out, _ = _ops.jagged_attention(q, k, v, seq_offsets, max_seq_len, causal, scale)
     return _strict(out, validate)

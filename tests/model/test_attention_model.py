@@ -1,5 +1,6 @@
-"""The attention family's model: its candidates (Triton tiles that compile without spills; the
-64-row forward tiles not with HSTU's masks), why there is no native or vendor candidate, the work
+"""The attention family's model: its candidates (native kernels where they run; Triton tiles that
+compile without spills, the 64-row forward tiles not with HSTU's masks), why a native or vendor
+candidate is absent, the work
 it counts from the mean length, and the bucket round trip the GPU path caches decisions on."""
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ def _problem(op=a.HSTU, masked=False, dim=128, dtype="bf16"):
 @pytest.mark.parametrize("op", [a.HSTU, a.SOFTMAX])
 def test_forward_candidates_are_the_measured_tiles(op):
     d = decide(op, _problem(op), HARDWARE["H200"])
-    assert {str(c.config) for c in d.candidates} == {str(c) for c in a.NVIDIA_FORWARD}
-    assert all(c.backend == "triton" for c in d.candidates)
+    triton = [c for c in d.candidates if c.backend == "triton"]
+    assert {str(c.config) for c in triton} == {str(c) for c in a.NVIDIA_FORWARD}
 
 
 def test_masked_hstu_leaves_out_the_tiles_that_spill():
@@ -33,15 +34,44 @@ def test_elsewhere_the_kernels_defaults_run(op, problem):
     assert decide(op, problem, HARDWARE["MI300X"]).choice.config.kernel_defaults
 
 
-@pytest.mark.parametrize("op", a.OPS)
-def test_explain_says_there_is_no_native_kernel(op):
-    d = decide(op, _problem(op), HARDWARE["H200"])
-    absent = dict(d.absent)
-    assert "no native attention kernel is built yet" in absent["native"]
-    assert "no native attention kernel is built yet" in d.reason
-    assert "no jagged attention" in absent["vendor"]
+@pytest.mark.parametrize("op,problem,why", [
+    (a.HSTU_BACKWARD, _problem(a.HSTU_BACKWARD), "backward runs on Triton only"),
+    (a.SOFTMAX_BACKWARD, _problem(a.SOFTMAX_BACKWARD), "backward runs on Triton only"),
+    (a.HSTU, _problem(masked=True), "masks run on Triton only"),
+    (a.SOFTMAX, _problem(a.SOFTMAX, dtype="fp32"), "bf16 / fp16"),
+    (a.HSTU, _problem(dim=40), "not Dqk 40"),
+])
+def test_explain_says_why_no_native_kernel_runs_it(op, problem, why):
+    d = decide(op, problem, HARDWARE["H200"])
+    assert all(c.backend == "triton" for c in d.candidates)
+    assert why in dict(d.absent)["native"]
+    assert "no jagged attention" in dict(d.absent)["vendor"]
     with pytest.raises(ValueError, match="no native candidate"):
-        decide(op, _problem(op), HARDWARE["H200"], "native")
+        decide(op, problem, HARDWARE["H200"], "native")
+
+
+@pytest.mark.parametrize("op", [a.HSTU, a.SOFTMAX])
+def test_native_kernels_are_candidates_where_they_run(op):
+    p = _problem(op)
+    for vendor, hw in (("nvidia", HARDWARE["H200"]), ("amd", HARDWARE["MI300X"])):
+        rows = [k for k in a.NATIVE_KERNELS[vendor] if op in k.ops and p.dqk in k.dims]
+        native = [c for c in decide(op, p, hw).candidates if c.backend == "native"]
+        assert sorted(c.config.name for c in native) == sorted(k.name for k in rows)
+        assert sorted(c.config.kernel for c in native) == [a.NATIVE_KERNELS[vendor].index(k) for k in rows]
+
+
+def test_a_native_kernel_is_chosen_when_predicted_faster():
+    row = a.NativeKernel("test_kernel_d128", (a.HSTU,), (128,), 128, 128, 0.9)
+    family = get_family("attention")
+    saved = a.NATIVE_KERNELS["nvidia"]
+    a.NATIVE_KERNELS["nvidia"] = (row,)
+    try:
+        candidates = list(family.candidates(a.HSTU, _problem(), HARDWARE["H200"]))
+    finally:
+        a.NATIVE_KERNELS["nvidia"] = saved
+    native = [e for backend, c, e in candidates if backend == "native"]
+    triton = [e for backend, c, e in candidates if backend == "triton"]
+    assert len(native) == 1 and native[0].time_us < min(e.time_us for e in triton)
 
 
 def test_work_from_the_mean_length_matches_uniform_lengths():

@@ -1,0 +1,173 @@
+// Launchers of the Hopper attention forward (csrc/include/mymetaops/attention.h). A launch is two
+// kernels on the stream: a prologue that checks the offsets into the error record and writes the
+// rows no CTA covers (out 0, lse -inf), then the TMA + wgmma kernel of fwd_kernel.cuh.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../cuda_utils.cuh"
+#include "fwd_kernel.cuh"
+#include "mymetaops/attention.h"
+
+namespace mymetaops {
+
+namespace cuda {
+namespace attention {
+namespace {
+
+constexpr int kPrologueThreads = 256;
+constexpr int kAlignElems = 8;  // 16 bytes: TMA's address and stride granularity
+
+// Zero out[r0, r1) (all heads) and set lse[:, r0 .. r1) to -inf, by the threads of one block.
+__device__ void clear_rows(void* out, float* lse, int64_t r0, int64_t r1, int64_t row_elems, int heads,
+                           int64_t total) {
+  if (r1 <= r0) return;
+  uint4* o = reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + r0 * row_elems);
+  const int64_t vecs = (r1 - r0) * row_elems / kAlignElems;
+  for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) o[i] = make_uint4(0, 0, 0, 0);
+  if (lse == nullptr) return;
+  for (int64_t i = threadIdx.x; i < (r1 - r0) * heads; i += blockDim.x) {
+    lse[(i / (r1 - r0)) * total + r0 + i % (r1 - r0)] = -INFINITY;
+  }
+}
+
+// Block b < batch: checks offsets[b + 1] and sequence b's length, clears its rows past
+// max_seq_len. Block batch: checks offsets[0], clears the rows outside every sequence.
+template <typename IndexT>
+__global__ void prologue(const IndexT* offsets, int64_t batch, int64_t total, int64_t max_seq_len, void* out,
+                         float* lse, int heads, int64_t row_elems, int64_t* errors, ErrorOp op) {
+  const int64_t b = blockIdx.x;
+  if (b == batch) {
+    const int64_t first = offsets[0];
+    if (threadIdx.x == 0 && first != 0) record_error(errors, op, ErrorCode::kOffsetNotAtEnd, 0, first, 0);
+    const int64_t lo = min(max(first, int64_t{0}), total);
+    const int64_t hi = min(max(static_cast<int64_t>(offsets[batch]), int64_t{0}), total);
+    clear_rows(out, lse, 0, lo, row_elems, heads, total);
+    clear_rows(out, lse, max(hi, int64_t{0}), total, row_elems, heads, total);
+    return;
+  }
+  const int64_t raw_start = offsets[b], raw_end = offsets[b + 1];
+  if (threadIdx.x == 0) {
+    if (raw_end < raw_start) {
+      record_error(errors, op, ErrorCode::kDecreasingOffset, b + 1, raw_end, 0);
+    } else if (b + 1 == batch && raw_end != total) {
+      record_error(errors, op, ErrorCode::kOffsetNotAtEnd, b + 1, raw_end, total);
+    } else if (raw_end - raw_start > max_seq_len) {
+      record_error(errors, op, ErrorCode::kLengthAboveMax, b, raw_end - raw_start, max_seq_len);
+    }
+  }
+  const int64_t start = min(max(raw_start, int64_t{0}), total);
+  const int64_t end = max(min(max(raw_end, int64_t{0}), total), start);
+  clear_rows(out, lse, start + min(end - start, max(max_seq_len, int64_t{0})), end, row_elems, heads, total);
+}
+
+template <typename T, int D, typename IndexT>
+LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
+  const IndexT* offsets = static_cast<const IndexT*>(a.offsets);
+  prologue<IndexT><<<static_cast<unsigned>(a.batch + 1), kPrologueThreads, 0, stream>>>(
+      offsets, a.batch, a.total, a.max_seq_len, a.out, a.lse, a.heads, static_cast<int64_t>(a.heads) * D,
+      a.errors, a.error_op);
+  if (LaunchError e = launch_status()) return e;
+  if (a.batch == 0 || a.total == 0 || a.max_seq_len <= 0) return nullptr;
+
+  using Tr = Traits<T, D>;
+  const int total = static_cast<int>(a.total);
+  Params<T, D, IndexT> p{
+      Tr::tma_q(static_cast<const T*>(a.q), total, a.heads, a.q_row_stride, a.q_head_stride),
+      Tr::tma_k(static_cast<const T*>(a.k), total, a.heads, a.k_row_stride, a.k_head_stride),
+      Tr::tma_v(static_cast<const T*>(a.v), total, a.heads, a.v_row_stride, a.v_head_stride),
+      offsets,
+      static_cast<T*>(a.out),
+      a.lse,
+      a.batch,
+      a.total,
+      a.max_seq_len,
+      a.heads,
+      0,
+      a.kind == AttentionKind::kSoftmax,
+      a.causal,
+      a.alpha,
+      a.inv_max_seq_len};
+  // A sequence's used rows never exceed min(max_seq_len, total).
+  const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
+  p.num_m_blocks = static_cast<int32_t>((rows + kBlockM - 1) / kBlockM);
+  const int64_t ctas = static_cast<int64_t>(p.num_m_blocks) * a.batch * a.heads;
+  if (ctas > 0x7fffffff) return "native attention: too many (q block, sequence, head) tiles for one grid";
+  constexpr int smem = sizeof(typename Tr::Smem);
+  auto kernel = attention_fwd<T, D, IndexT>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
+    return launch_status();
+  }
+  kernel<<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p);
+  return launch_status();
+}
+
+template <typename T, int D>
+LaunchError launch_d(const AttentionForwardArgs& a, cudaStream_t stream) {
+  return a.offsets_dtype == DType::kInt32 ? launch_typed<T, D, int32_t>(a, stream)
+                                          : launch_typed<T, D, int64_t>(a, stream);
+}
+
+// Kernel index -> head dim (both kinds, both 16-bit dtypes each).
+constexpr int kHeadDims[] = {64, 128};
+const char* const kNames[] = {"hopper_d64_128x128", "hopper_d128_128x128"};
+constexpr int kNumKernels = sizeof(kNames) / sizeof(kNames[0]);
+
+bool aligned(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % (kAlignElems * 2) == 0; }
+bool stride_ok(int64_t s) { return s > 0 && s % kAlignElems == 0; }
+
+}  // namespace
+}  // namespace attention
+}  // namespace cuda
+
+const char* const* attention_kernel_names(int32_t* count) {
+  *count = cuda::attention::kNumKernels;
+  return cuda::attention::kNames;
+}
+
+LaunchError attention_supports(const AttentionForwardArgs& a, const AttentionKernelConfig& config) {
+  using namespace cuda::attention;
+  if (config.kernel < 0 || config.kernel >= kNumKernels) return "native attention: no such kernel index";
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    return "native attention: cannot query the device's compute capability";
+  }
+  if (major != 9 || minor != 0) return "native attention: the Hopper kernels need an sm_90 device";
+  if (a.kind != AttentionKind::kHstu && a.kind != AttentionKind::kSoftmax) return "native attention: unknown kind";
+  if (a.dtype != DType::kBFloat16 && a.dtype != DType::kFloat16) return "native attention: dtype must be bf16 or fp16";
+  if (a.offsets_dtype != DType::kInt32 && a.offsets_dtype != DType::kInt64) {
+    return "native attention: offsets must be int32 or int64";
+  }
+  if (a.dqk != a.dv || a.dqk != kHeadDims[config.kernel]) {
+    return config.kernel == 0 ? "native attention: kernel hopper_d64 needs dqk = dv = 64"
+                              : "native attention: kernel hopper_d128 needs dqk = dv = 128";
+  }
+  // TMA coordinates are int32, and a tile may start up to one tile past the last row.
+  if (a.total >= (int64_t{1} << 30) || a.heads <= 0) return "native attention: needs total rows < 2^30, heads >= 1";
+  if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.out)) {
+    return "native attention: q, k, v and out must be 16-byte aligned (TMA)";
+  }
+  if (!stride_ok(a.q_row_stride) || !stride_ok(a.q_head_stride) || !stride_ok(a.k_row_stride) ||
+      !stride_ok(a.k_head_stride) || !stride_ok(a.v_row_stride) || !stride_ok(a.v_head_stride)) {
+    return "native attention: row and head strides must be positive multiples of 8 elements (TMA)";
+  }
+  return nullptr;
+}
+
+int64_t attention_workspace_bytes(const AttentionForwardArgs&, const AttentionKernelConfig&) { return 0; }
+
+LaunchError launch_attention_forward(const AttentionForwardArgs& a, const AttentionKernelConfig& config,
+                                     void* stream) {
+  using namespace cuda::attention;
+  if (LaunchError e = attention_supports(a, config)) return e;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool bf16 = a.dtype == DType::kBFloat16;
+  if (kHeadDims[config.kernel] == 64) {
+    return bf16 ? launch_d<cutlass::bfloat16_t, 64>(a, s) : launch_d<cutlass::half_t, 64>(a, s);
+  }
+  return bf16 ? launch_d<cutlass::bfloat16_t, 128>(a, s) : launch_d<cutlass::half_t, 128>(a, s);
+}
+
+}  // namespace mymetaops

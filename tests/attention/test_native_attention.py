@@ -1,0 +1,128 @@
+"""Every native attention forward kernel of the build (csrc/include/mymetaops/attention.h: cuda/
+attention/ on the CUDA build, hip/attention/ on the HIP-on-CUDA shim build), called directly with
+each index of _C._native_attention_kernels(), whatever the model would choose: outputs and lse
+against the float64 references, poisoned outputs, lengths 0 and 1, sequences longer than a tile and
+not a multiple of it, strided q, bad offsets recorded without a sync. Then the public ops where the
+model chooses a native kernel, against the Triton path. Tolerances: test_attention_ops.TOL.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from hstu_reference import hstu_reference
+from softmax_reference import jagged_attention_reference
+from test_attention_ops import _close, _inputs, _offsets
+
+import mymetaops
+from mymetaops import _C
+from mymetaops.ops import attention as attention_ops
+
+pytestmark = pytest.mark.gpu
+KERNELS = list(_C._native_attention_kernels()) if torch.cuda.is_available() else []
+HSTU, SOFTMAX = attention_ops.HSTU_KIND, attention_ops.SOFTMAX_KIND
+# (lengths, max_seq_len): empty and 1-row sequences, one longer than every tile, ragged ends.
+LENGTHS = [([5, 0, 1, 37], 40), ([300, 1, 0, 129, 64], 300), ([1], 1), ([200, 77], 257)]
+
+
+def _supported(kernel, kind, d, dtype):
+    """Whether the kernel runs this (kind, D, dtype): the launcher's attention_supports says no with
+    a RuntimeError naming the reason, before any launch."""
+    q, k, v = _inputs([3], 1, d, d, dtype, "cuda", 0)
+    try:
+        _C._attention_forward_native(q, k, v, _offsets([3], device="cuda"), 3, kind, 0.5, True, kernel)
+    except RuntimeError as e:
+        assert "native attention" in str(e)
+        return False
+    return True
+
+
+def _poison_allocator(total, heads, d, dtype):
+    """Leaves NaN in the caching allocator's next blocks of these sizes (the kernel must write every
+    element of out / lse)."""
+    torch.full((total, heads, d), float("nan"), dtype=dtype, device="cuda")
+    torch.full((heads, total), float("nan"), device="cuda")
+
+
+def _reference(kind, q, k, v, offsets, max_len, alpha, causal):
+    leaves = [t.cpu().double() for t in (q, k, v)]
+    if kind == HSTU:
+        return hstu_reference(*leaves, offsets.cpu(), max_len, alpha, causal), None
+    return jagged_attention_reference(*leaves, offsets.cpu(), max_len, causal, alpha)
+
+
+@pytest.mark.skipif(not KERNELS, reason="no native attention kernels in this build")
+@pytest.mark.parametrize("kernel", range(len(KERNELS)), ids=KERNELS)
+def test_every_native_attention_kernel_of_the_build(kernel):
+    ran = 0
+    for kind in (HSTU, SOFTMAX):
+        for d in (64, 128):
+            for dtype in (torch.bfloat16, torch.float16):
+                if not _supported(kernel, kind, d, dtype):
+                    continue
+                for seed, ((lengths, max_len), causal, strided, index_dtype) in enumerate([
+                        (LENGTHS[0], True, False, torch.int32), (LENGTHS[1], True, True, torch.int64),
+                        (LENGTHS[2], False, False, torch.int64), (LENGTHS[3], False, False, torch.int32)]):
+                    q, k, v = _inputs(lengths, 2, d, d, dtype, "cuda", seed, strided)
+                    offsets = _offsets(lengths, index_dtype, "cuda")
+                    alpha = 0.3 if kind == HSTU else 1.0 / d ** 0.5
+                    _poison_allocator(q.shape[0], 2, d, dtype)
+                    out, lse = _C._attention_forward_native(q, k, v, offsets, max_len, kind, alpha, causal, kernel)
+                    ref, ref_lse = _reference(kind, q, k, v, offsets, max_len, alpha, causal)
+                    what = f"{KERNELS[kernel]} kind {kind} D {d} {dtype} lengths {lengths} causal {causal}"
+                    _close(out, ref, dtype, what)
+                    if kind == SOFTMAX:
+                        _close(lse, ref_lse, dtype, what + " lse")
+                    ran += 1
+    assert ran, f"{KERNELS[kernel]} ran no (kind, D, dtype) of the minimum coverage"
+
+
+@pytest.mark.skipif(not KERNELS, reason="no native attention kernels in this build")
+@pytest.mark.parametrize("offsets,max_len,match", [
+    ([0, 3, 7], 8, "must be 5"),
+    ([0, 4, 5], 3, "more than max_seq_len = 3"),
+    ([0, 4, 2, 5], 8, "non-decreasing"),
+    ([1, 3, 5], 8, "must be 0"),
+])
+def test_native_bad_offsets_are_recorded_without_a_sync(offsets, max_len, match):
+    kernel, kind, d = next((i, kind, d) for i in range(len(KERNELS)) for kind in (HSTU, SOFTMAX)
+                           for d in (64, 128) if _supported(i, kind, d, torch.bfloat16))
+    q, k, v = _inputs([5], 2, d, d, torch.bfloat16, "cuda", 27)
+    bad = torch.tensor(offsets, device="cuda")
+    mymetaops.check_errors()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out, _ = _C._attention_forward_native(q, k, v, bad, max_len, kind, 0.5, True, kernel)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert torch.isfinite(out.float()).all()  # clamped: nothing read out of bounds
+    with pytest.raises(ValueError, match=match):
+        mymetaops.check_errors()
+
+
+def _chosen_backend(op, q, v, offsets, max_len):
+    return attention_ops._forward_choice(op, q, v, offsets, max_len, True)[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_public_ops_match_the_triton_path(dtype):
+    """The default path (native where the model chooses it, the eager autograd path) against the
+    Triton kernels through torch.ops.mymetaops under use_backend("triton"): forward and gradients."""
+    lengths, max_len = [1000, 3, 0, 517, 1024], 1024
+    q, k, v = (t.requires_grad_() for t in _inputs(lengths, 2, 128, 128, dtype, "cuda", 31))
+    offsets = _offsets(lengths, device="cuda")
+    grad = torch.randn(q.shape, device="cuda").to(dtype)
+    for op, call, triton_call in (
+            ("hstu_attention", lambda: mymetaops.hstu_attention(q, k, v, offsets, max_len, 0.2),
+             lambda: torch.ops.mymetaops.hstu_attention(q, k, v, offsets, max_len, 0.2)),
+            ("jagged_attention", lambda: mymetaops.jagged_attention(q, k, v, offsets, max_len),
+             lambda: torch.ops.mymetaops.jagged_attention(q, k, v, offsets, max_len)[0])):
+        ours = call()
+        ours_grads = torch.autograd.grad(ours, (q, k, v), grad)
+        with mymetaops.use_backend("triton"):
+            theirs = triton_call()
+            theirs_grads = torch.autograd.grad(theirs, (q, k, v), grad)
+        backend = _chosen_backend(op, q, v, offsets, max_len)
+        _close(ours, theirs.double(), dtype, f"{op} ({backend}) vs triton")
+        for name, a, b in zip("qkv", ours_grads, theirs_grads):
+            _close(a, b.double(), dtype, f"{op} d{name}")
