@@ -37,9 +37,7 @@ def test_elsewhere_the_kernels_defaults_run(op, problem):
 @pytest.mark.parametrize("op,problem,why", [
     (a.HSTU_BACKWARD, _problem(a.HSTU_BACKWARD), "backward runs on Triton only"),
     (a.SOFTMAX_BACKWARD, _problem(a.SOFTMAX_BACKWARD), "backward runs on Triton only"),
-    (a.HSTU, _problem(masked=True), "masks run on Triton only"),
-    (a.SOFTMAX, _problem(a.SOFTMAX, dtype="fp32"), "bf16 / fp16"),
-    (a.HSTU, _problem(dim=40), "not Dqk 40"),
+    (a.HSTU, _problem(), "measured slower than Triton"),
 ])
 def test_explain_says_why_no_native_kernel_runs_it(op, problem, why):
     d = decide(op, problem, HARDWARE["H200"])
@@ -54,10 +52,23 @@ def test_explain_says_why_no_native_kernel_runs_it(op, problem, why):
 def test_native_kernels_are_candidates_where_they_run(op):
     p = _problem(op)
     for vendor, hw in (("nvidia", HARDWARE["H200"]), ("amd", HARDWARE["MI300X"])):
-        rows = [k for k in a.NATIVE_KERNELS[vendor] if op in k.ops and p.dqk in k.dims]
+        rows = [k for k in a.NATIVE_KERNELS[vendor] if op in k.ops and p.dqk in k.dims and not k.withheld]
         native = [c for c in decide(op, p, hw).candidates if c.backend == "native"]
         assert sorted(c.config.name for c in native) == sorted(k.name for k in rows)
         assert sorted(c.config.kernel for c in native) == [a.NATIVE_KERNELS[vendor].index(k) for k in rows]
+
+
+def test_the_refusals_name_what_the_native_kernels_lack():
+    family = get_family("attention")
+    saved = a.NATIVE_KERNELS["nvidia"]
+    a.NATIVE_KERNELS["nvidia"] = (a.NativeKernel("test_kernel_d128", (a.HSTU,), (128,), 128, 128, 0.9),)
+    try:
+        for p, why in ((_problem(masked=True), "masks run on Triton only"),
+                       (_problem(a.SOFTMAX, dtype="fp32"), "bf16 / fp16"), (_problem(dim=40), "not Dqk 40")):
+            assert why in family.native_refusal(p.op, p, HARDWARE["H200"])
+        assert family.native_refusal(a.HSTU, _problem(), HARDWARE["H200"]) == ""
+    finally:
+        a.NATIVE_KERNELS["nvidia"] = saved
 
 
 def test_a_native_kernel_is_chosen_when_predicted_faster():
