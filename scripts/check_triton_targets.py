@@ -331,6 +331,7 @@ ATTENTION_VENDORS = (("amd", AMD), ("nvidia", NVIDIA))  # default_config's vendo
 # sm_90: wgmma, or mma.sync where the tiles are too small for a warpgroup (dk/dv at D = 256).
 ATTENTION_MMA = r"wgmma\.mma_async|mma\.sync"
 ATTENTION_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}  # default_config takes the torch dtype
+HSTU_SIGMOID = {"nvidia": "tanh", "amd": "rcp"}  # the launchers' sigmoid form on each vendor's GPUs
 
 
 def _attention_source(fn, types: dict[str, str], constexprs: dict) -> ASTSource:
@@ -375,11 +376,13 @@ def _hstu_attention_cases():
                 types["seq_offsets"] = POINTER_TYPES[idt]
                 types.update({f"stride_{t}{dim}": "i32" for t in strides[kernel] for dim in "mh"})
                 types.update({n: "i32" for n in ("total_rows", "num_seqs", "num_heads", "max_seq_len",
-                                                 "max_attn_len", "contextual_seq_len", "program_base")})
+                                                 "max_attn_len", "contextual_seq_len", "program_base",
+                                                 "group_size")})
                 types.update(alpha="fp32", inv_n="fp32")
                 constexprs = {"CAUSAL": causal, "HAS_TARGETS": masks, "HAS_WINDOW": masks, "HAS_CONTEXT": masks,
                               "DQK": d, "DV": d, "BLOCK_DQK": k._block_d(d), "BLOCK_DV": k._block_d(d),
-                              "BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "IEEE": False}
+                              "BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "IEEE": False,
+                              "SIGMOID": HSTU_SIGMOID[vendor]}
                 if kernel == "fwd":  # with the value checks, as the op calls it
                     types.update(errors="*i64", error_op="i32")
                     constexprs["CHECK"] = True
@@ -415,7 +418,7 @@ def _jagged_attention_cases():
                 types.update({f"stride_{t}{dim}": "i32" for t in strides[kernel] for dim in "mh"})
                 blocks = "num_n_blocks" if kernel == "dkdv" else "num_m_blocks"
                 types.update({n: "i32" for n in ("total_rows", "max_seq_len", "num_heads", "num_seqs", blocks,
-                                                 "program_base")})
+                                                 "program_base", "group_size")})
                 types["qk_scale"] = "fp32"
                 constexprs = {"CAUSAL": causal, "IEEE": False, "DQK": d, "DV": d, "BLOCK_DQK": k._block_d(d),
                               "BLOCK_DV": k._block_d(d), "BLOCK_M": c.block_m, "BLOCK_N": c.block_n}

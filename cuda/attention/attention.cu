@@ -1,6 +1,7 @@
 // Launchers of the Hopper attention forward (csrc/include/mymetaops/attention.h). A launch is two
 // kernels on the stream: a prologue that checks the offsets into the error record and writes the
-// rows no CTA covers (out 0, lse -inf), then the TMA + wgmma kernel of fwd_kernel.cuh.
+// rows no CTA covers (out 0, lse -inf), then the persistent TMA + wgmma kernel of fwd_kernel.cuh
+// (one CTA per SM).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@ namespace {
 
 constexpr int kPrologueThreads = 256;
 constexpr int kAlignElems = 8;  // 16 bytes: TMA's address and stride granularity
+constexpr int64_t kGroupWaves = 2;  // see group_pairs below
 
 // Zero out[r0, r1) (all heads) and set lse[:, r0 .. r1) to -inf, by the threads of one block.
 __device__ void clear_rows(void* out, float* lse, int64_t r0, int64_t r1, int64_t row_elems, int heads,
@@ -82,8 +84,10 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
       a.batch,
       a.total,
       a.max_seq_len,
+      0,
       a.heads,
       0,
+      1,
       a.kind == AttentionKind::kSoftmax,
       a.causal,
       a.alpha,
@@ -91,9 +95,20 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   // A sequence's used rows never exceed min(max_seq_len, total).
   const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
   p.num_m_blocks = static_cast<int32_t>((rows + kBlockM - 1) / kBlockM);
-  const int64_t ctas = static_cast<int64_t>(p.num_m_blocks) * a.batch * a.heads;
-  if (ctas > 0x7fffffff) return "native attention: too many (q block, sequence, head) tiles for one grid";
+  const int64_t tiles = static_cast<int64_t>(p.num_m_blocks) * a.batch * a.heads;
+  p.num_tiles = static_cast<int32_t>(tiles);
+  // Groups of pairs holding about kGroupWaves x the CTAs in flight (one per SM) in tiles: about
+  // half the tiles are empty under uniform lengths, so the tiles running at once come from one or
+  // two groups, whose K/V (<= ~20 MB at D = 128) stay in the 50 MB L2 while every q block of
+  // the group streams them.
+  const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
+  const int64_t group = (kGroupWaves * sms + p.num_m_blocks - 1) / p.num_m_blocks;
+  const int64_t pairs = a.batch * a.heads;
+  p.group_pairs = static_cast<int32_t>(group < 1 ? 1 : group > pairs ? pairs : group);
+  const int64_t ctas = tiles < sms ? tiles : sms;  // persistent: one CTA per SM
+  if (ctas == 0) return nullptr;
   constexpr int smem = sizeof(typename Tr::Smem);
+  static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
   auto kernel = attention_fwd<T, D, IndexT>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
     return launch_status();
@@ -136,11 +151,6 @@ LaunchError attention_supports(const AttentionForwardArgs& a, const AttentionKer
   }
   if (major != 9 || minor != 0) return "native attention: the Hopper kernels need an sm_90 device";
   if (a.kind != AttentionKind::kHstu && a.kind != AttentionKind::kSoftmax) return "native attention: unknown kind";
-  // The softmax path wrote inf into out on the H200 (2026-12-02, tests/attention/test_native_attention.py,
-  // bench/attention/NOTES.md run 4): refused until fixed, so no call can reach a wrong answer.
-  if (a.kind == AttentionKind::kSoftmax) {
-    return "native attention: the Hopper kernels' softmax path is disabled (wrong results on the H200); Triton runs it";
-  }
   if (a.dtype != DType::kBFloat16 && a.dtype != DType::kFloat16) return "native attention: dtype must be bf16 or fp16";
   if (a.offsets_dtype != DType::kInt32 && a.offsets_dtype != DType::kInt64) {
     return "native attention: offsets must be int32 or int64";
@@ -151,6 +161,10 @@ LaunchError attention_supports(const AttentionForwardArgs& a, const AttentionKer
   }
   // TMA coordinates are int32, and a tile may start up to one tile past the last row.
   if (a.total >= (int64_t{1} << 30) || a.heads <= 0) return "native attention: needs total rows < 2^30, heads >= 1";
+  const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
+  if (rows > 0 && (rows + kBlockM - 1) / kBlockM * a.batch * a.heads > (int64_t{1} << 30)) {
+    return "native attention: needs (q blocks x sequences x heads) <= 2^30";
+  }
   if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.out)) {
     return "native attention: q, k, v and out must be 16-byte aligned (TMA)";
   }

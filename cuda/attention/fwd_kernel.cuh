@@ -1,9 +1,13 @@
-// The Hopper attention forward kernel (attention.h): one CTA = 128 query rows of one (sequence,
-// head), two consumer warpgroups of 64 rows each. Q and the K/V tiles arrive by TMA (one elected
-// thread issues them, double-buffered K/V stages on mbarriers); S = Q K^T by wgmma from shared
-// memory, P = f(S) in registers, O += P V by wgmma with P from registers. Rows past the sequence
-// are loaded (the next sequence's rows, or TMA's zero fill past the tensor) but masked as keys
-// and never stored. Included by attention.cu only.
+// The Hopper attention forward kernel (attention.h): persistent and warp-specialized. A CTA is one
+// producer warpgroup (one warp issues every TMA load; its registers are handed to the consumers)
+// and two consumer warpgroups of 64 query rows each. A tile is 128 query rows of one (sequence,
+// head); the CTAs stride over the tiles of one launch. Q and the K/V stages arrive by TMA on
+// mbarriers ("full"); the consumers hand each K and V buffer back on its "empty" barrier, so the producer
+// runs ahead across key tiles and into the next query tile. In a consumer, S = Q K^T (wgmma from
+// shared memory) of key tile n+1 is issued before O += P V (wgmma, P from registers) of tile n, and
+// P = f(S) of tile n+1 runs while that product is on the tensor cores. Rows past the sequence are
+// loaded (the next sequence's rows, or TMA's zero fill past the tensor) but masked as keys and
+// never stored. Included by attention.cu only.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -11,6 +15,7 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/numeric_types.h>
 
 namespace mymetaops {
@@ -19,15 +24,27 @@ namespace attention {
 
 using namespace cute;
 
-// 128 query rows = 2 warpgroups x wgmma's M of 64; 128 keys per step: S is 64 fp32 registers per
-// thread and O (D = 128) 64 more, which fits 255 registers without spilling.
+// 128 query rows = 2 consumer warpgroups x wgmma's M of 64; 128 keys per step: S is 64 fp32
+// registers per thread, O (D = 128) 64 more and P 32, with S of the next tile overlapping P V.
 constexpr int kBlockM = 128;
 constexpr int kBlockN = 128;
-constexpr int kStages = 2;  // K/V tiles in flight: the next one loads while this one computes
-constexpr int kThreads = 256;
+constexpr int kConsumerThreads = 256;
+constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
+// setmaxnreg: 24 + 2 x 240 registers x 128 threads fits the 64K register file at one CTA per SM.
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+
+template <int D>
+struct StagesFor {
+  // K/V stages in flight: 3 beside Q take 224 KB at D = 128 (of 227), 112 KB at D = 64. Two
+  // stages ran the D = 128 long shape at 273 TFLOP/s on the H200: a key tile takes about as long
+  // to arrive as two take to compute.
+  static constexpr int value = 3;
+};
 
 template <typename T, int D>
 struct Traits {
+  static constexpr int kStages = StagesFor<D>::value;
   using BM = Int<kBlockM>;
   using BN = Int<kBlockN>;
   using HD = Int<D>;
@@ -46,9 +63,9 @@ struct Traits {
     alignas(1024) T q[cosize_v<SmemQ>];  // 1024: the 128-byte swizzle's period
     alignas(1024) T k[cosize_v<SmemK>];
     alignas(1024) T v[cosize_v<SmemV>];
-    uint64_t bar_q;
-    uint64_t bar_k[kStages];
-    uint64_t bar_v[kStages];
+    uint64_t q_full, q_empty;
+    // K of a stage is free once S of its tile is done, V once P V is: K loads start a step earlier.
+    uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   };
 
   // Global views: q/k as (rows, D, heads), v as (D, rows, heads); element strides.
@@ -85,10 +102,79 @@ struct Params {
   T* out;
   float* lse;
   int64_t batch, total, max_seq_len;
+  int32_t num_tiles;      // num_m_blocks x batch x heads (< 2^31), empty ones included
   int32_t heads, num_m_blocks;
+  int32_t group_pairs;    // (sequence, head) pairs per group of the tile order, <= batch x heads
   bool softmax, causal;
   float alpha, inv_max_seq_len;
 };
+
+// One tile: 128 query rows (block m_block) of sequence b, head h; rows [start, start + len).
+struct WorkTile {
+  int64_t start;
+  int32_t len, m_block, h;
+};
+
+// Tile t of the launch's order: (sequence, head) pairs in groups of group_pairs; a group's tiles
+// run before the next group's, so the CTAs in flight share the K/V of a few pairs in L2. Within a
+// group the q block is the outer index, descending: under the causal mask the last blocks see the
+// most keys, so the cheap ones fill the tail.
+template <typename T, int D, typename IndexT>
+__device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32_t t) {
+  // 32-bit: the launcher bounds the tile count below 2^31 (64-bit divides are subroutine calls,
+  // whose saved registers spill).
+  const int32_t pairs = static_cast<int32_t>(p.num_tiles / p.num_m_blocks);
+  const int32_t group_tiles = p.group_pairs * p.num_m_blocks;
+  const int32_t group = t / group_tiles;
+  const int32_t local = t - group * group_tiles;
+  const int32_t size = min(p.group_pairs, pairs - group * p.group_pairs);
+  const int32_t rank = local / size;
+  const int32_t pair = group * p.group_pairs + (local - rank * size);
+  const int32_t b = pair / p.heads;
+  const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
+  const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
+  WorkTile tile;
+  tile.start = start;
+  tile.len = static_cast<int32_t>(min(max(end - start, int64_t{0}), p.max_seq_len));
+  tile.m_block = p.num_m_blocks - 1 - rank;
+  tile.h = pair - b * p.heads;
+  return tile;
+}
+
+// The first tile with rows, among t, t + stride, t + 2 stride, ... (this CTA's share), from a
+// whole warp: each lane looks at one candidate, so a run of empty tiles (q blocks past short
+// sequences: about half of them under uniform lengths) costs one round of loads per 32. Returns
+// num_tiles when none is left. Every warp of the CTA computes the same sequence of tiles.
+template <typename T, int D, typename IndexT>
+__device__ __forceinline__ int32_t next_tile(const Params<T, D, IndexT>& p, int32_t t, int32_t stride, WorkTile& tile) {
+  const int lane = threadIdx.x % 32;
+  for (; t < p.num_tiles; t += 32 * stride) {
+    const int32_t mine = t + lane * stride;  // < num_tiles + 32 x 132 SMs: no overflow
+    WorkTile candidate{};
+    bool has_rows = false;
+    if (mine < p.num_tiles) {
+      candidate = tile_at(p, mine);
+      has_rows = candidate.m_block * kBlockM < candidate.len;
+    }
+    const uint32_t ballot = __ballot_sync(0xffffffffu, has_rows);
+    if (ballot != 0) {
+      const int first = __ffs(ballot) - 1;
+      tile.start = __shfl_sync(0xffffffffu, candidate.start, first);
+      tile.len = __shfl_sync(0xffffffffu, candidate.len, first);
+      tile.m_block = __shfl_sync(0xffffffffu, candidate.m_block, first);
+      tile.h = __shfl_sync(0xffffffffu, candidate.h, first);
+      return t + first * stride;
+    }
+  }
+  return p.num_tiles;
+}
+
+// Key tiles a q block visits: those up to its last row when causal, else the whole sequence.
+__device__ __forceinline__ int key_tiles(const WorkTile& tile, bool causal) {
+  const int m0 = tile.m_block * kBlockM;
+  const int key_end = causal ? min(m0 + kBlockM, tile.len) : tile.len;
+  return (key_end + kBlockN - 1) / kBlockN;
+}
 
 // The accumulator's ((2, 2, N/8), M, N) per-thread layout as (rows, cols): mode 0.1 and M index
 // rows, modes 0.0, 0.2 and N columns (SM90 wgmma's C fragment).
@@ -107,10 +193,10 @@ __device__ __forceinline__ auto acc_as_a(Layout l) {
                      coalesce(make_layout(get<0, 1>(cols), get<2>(l))));
 }
 
-template <bool kZeroInit, bool kRegA, class Mma, class TA, class TB, class TC>
-__device__ __forceinline__ void wgmma(Mma& mma, const TA& a, const TB& b, TC& c) {
+// Issue c (+)= a b as one wgmma batch; the caller waits (warpgroup_wait) and fences c after.
+template <bool kZeroInit, class Mma, class TA, class TB, class TC>
+__device__ __forceinline__ void wgmma_issue(Mma& mma, const TA& a, const TB& b, TC& c) {
   warpgroup_fence_operand(c);
-  if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(a));
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
   CUTE_UNROLL
@@ -119,9 +205,6 @@ __device__ __forceinline__ void wgmma(Mma& mma, const TA& a, const TB& b, TC& c)
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
   warpgroup_commit_batch();
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(c);
-  if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(a));
 }
 
 __device__ __forceinline__ float quad_max(float x) {
@@ -132,186 +215,295 @@ __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+// One MUFU op each: silu(x) = h + h tanh(h) with h = x / 2, and 2^x.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The consumers' per-row softmax state (rows of this thread in the S fragment): running max of
+// alpha s in log2 units and this thread's share of the running sum of exp2 (summed over the
+// quad of threads sharing the row once, in the epilogue).
+template <int kRows>
+struct SoftmaxState {
+  float row_max[kRows], row_sum[kRows], rescale[kRows];
+};
+
+// S of key tile n0 -> P values (fp32, in place): masked keys (past the sequence; past the row
+// when causal) become 0 after f. HSTU: f = silu(alpha s). Softmax: exp2(alpha log2e s - max), the
+// state's max and sum updated and the factor O needs before this tile's P V kept in rescale.
+template <bool kMask, bool kSoftmax, class TS, class TC, int kRows>
+__device__ __forceinline__ void scores_to_p(TS& S, const TC& cS, int m0, int n0, int len, bool causal,
+                                            float scale, SoftmaxState<kRows>& st) {
+  auto masked = [&](int r, int c) {
+    const int j = n0 + get<1>(cS(r, c));
+    return j >= len || (causal && j > m0 + get<0>(cS(r, c)));
+  };
+  if constexpr (!kSoftmax) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S); ++c) {
+        const float h = S(r, c) * scale;  // scale = alpha / 2
+        const float silu = fmaf(h, tanh_approx(h), h);
+        S(r, c) = (kMask && masked(r, c)) ? 0.f : silu;
+      }
+    }
+  } else {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float mx = st.row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S); ++c) {
+        float x = S(r, c) * scale;  // scale = alpha log2(e)
+        if (kMask && masked(r, c)) x = -INFINITY;
+        S(r, c) = x;
+        mx = fmaxf(mx, x);
+      }
+      mx = quad_max(mx);
+      // Key 0 is in the first tile and valid for every row, so mx is finite; guard anyway.
+      const float base = mx == -INFINITY ? 0.f : mx;
+      st.rescale[r] = exp2_approx(st.row_max[r] - base);
+      st.row_max[r] = mx;
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(S); ++c) {
+        S(r, c) = exp2_approx(S(r, c) - base);
+        sum += S(r, c);
+      }
+      st.row_sum[r] = st.row_sum[r] * st.rescale[r] + sum;
+    }
+  }
+}
+
+template <bool kSoftmax, class TS, class TC, int kRows>
+__device__ __forceinline__ void scores_to_p(TS& S, const TC& cS, int m0, int n0, int len, bool causal,
+                                            float scale, SoftmaxState<kRows>& st) {
+  // Keys past the sequence, and past the q block's first row when causal, need the mask.
+  if (n0 + kBlockN > len || (causal && n0 + kBlockN > m0)) {
+    scores_to_p<true, kSoftmax>(S, cS, m0, n0, len, causal, scale, st);
+  } else {
+    scores_to_p<false, kSoftmax>(S, cS, m0, n0, len, causal, scale, st);
+  }
+}
 
 template <typename T, int D, typename IndexT>
-__global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_constant__ Params<T, D, IndexT> p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename Traits<T, D>::Smem& smem) {
   using Tr = Traits<T, D>;
   using BM = typename Tr::BM;
   using BN = typename Tr::BN;
   using HD = typename Tr::HD;
-  extern __shared__ __align__(1024) char smem_raw[];
-  auto& smem = *reinterpret_cast<typename Tr::Smem*>(smem_raw);
-
-  // Longest work first: the q block index descends over the grid (causal rows late in a sequence
-  // see the most keys).
-  const int64_t bh = p.batch * p.heads;
-  const int64_t pid = blockIdx.x;
-  const int m_block = p.num_m_blocks - 1 - static_cast<int>(pid / bh);
-  const int64_t b = (pid % bh) / p.heads;
-  const int h = static_cast<int>(pid % p.heads);
-  const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
-  const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
-  const int len = static_cast<int>(min(max(end - start, int64_t{0}), p.max_seq_len));
-  const int m0 = m_block * kBlockM;
-  if (m0 >= len) return;
-  const int key_end = p.causal ? min(m0 + kBlockM, len) : len;
-  const int n_tiles = (key_end + kBlockN - 1) / kBlockN;
-
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBarrier = cutlass::arch::ClusterBarrier;
+  constexpr int kStages = Tr::kStages;
   Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Tr::SmemQ{});
   Tensor sK = make_tensor(make_smem_ptr(smem.k), typename Tr::SmemK{});
   Tensor sV = make_tensor(make_smem_ptr(smem.v), typename Tr::SmemV{});
-
   const int total = static_cast<int>(p.total);
-  const int s0 = static_cast<int>(start);
   Tensor mQ = p.tma_q.get_tma_tensor(make_shape(total, HD{}, p.heads));
   Tensor mK = p.tma_k.get_tma_tensor(make_shape(total, HD{}, p.heads));
   Tensor mV = p.tma_v.get_tma_tensor(make_shape(HD{}, total, p.heads));
-  Tensor gQ = local_tile(domain_offset(make_coord(s0, _0{}), mQ(_, _, h)), Shape<BM, HD>{}, make_coord(m_block, _0{}));
-  Tensor gK = local_tile(domain_offset(make_coord(s0, _0{}), mK(_, _, h)), Shape<BN, HD>{}, make_coord(_, _0{}));
-  Tensor gV = local_tile(domain_offset(make_coord(_0{}, s0), mV(_, _, h)), Shape<HD, BN>{}, make_coord(_0{}, _));
-  auto tQ = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-  auto tK = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-  auto tV = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-  Tensor tQg = get<0>(tQ);
-  Tensor tQs = get<1>(tQ);
-  Tensor tKg = get<0>(tK);
-  Tensor tKs = get<1>(tK);
-  Tensor tVg = get<0>(tV);
-  Tensor tVs = get<1>(tV);
-
-  using Barrier = cutlass::arch::ClusterTransactionBarrier;
   const bool leader = threadIdx.x == 0;
-  auto load_kv = [&](int n) {
-    const int s = n % kStages;
-    Barrier::arrive_and_expect_tx(&smem.bar_k[s], Tr::kKVBytes);
-    copy(p.tma_k.with(smem.bar_k[s]), tKg(_, n), tKs(_, s));
-    Barrier::arrive_and_expect_tx(&smem.bar_v[s], Tr::kKVBytes);
-    copy(p.tma_v.with(smem.bar_v[s]), tVg(_, n), tVs(_, s));
-  };
-  if (leader) {
-    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
-    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
-    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    Barrier::init(&smem.bar_q, 1);
-    for (int s = 0; s < kStages; ++s) {
-      Barrier::init(&smem.bar_k[s], 1);
-      Barrier::init(&smem.bar_v[s], 1);
+  int kv_count = 0, tile_count = 0;
+  WorkTile tile;
+  for (int32_t t = next_tile(p, blockIdx.x, gridDim.x, tile); t < p.num_tiles;
+       t = next_tile(p, t + gridDim.x, gridDim.x, tile), ++tile_count) {
+    const int s0 = static_cast<int>(tile.start);
+    Tensor gQ = local_tile(domain_offset(make_coord(s0, _0{}), mQ(_, _, tile.h)), Shape<BM, HD>{},
+                           make_coord(tile.m_block, _0{}));
+    Tensor gK = local_tile(domain_offset(make_coord(s0, _0{}), mK(_, _, tile.h)), Shape<BN, HD>{},
+                           make_coord(_, _0{}));
+    Tensor gV = local_tile(domain_offset(make_coord(_0{}, s0), mV(_, _, tile.h)), Shape<HD, BN>{},
+                           make_coord(_0{}, _));
+    auto tQ = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    auto tK = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto tV = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+    // Q is free once both consumers issued their last S of the previous tile.
+    EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
+    if (leader) {
+      Barrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
+      copy(p.tma_q.with(smem.q_full), get<0>(tQ), get<1>(tQ));
     }
-    cutlass::arch::fence_barrier_init();
-    Barrier::arrive_and_expect_tx(&smem.bar_q, Tr::kQBytes);
-    copy(p.tma_q.with(smem.bar_q), tQg, tQs);
-    for (int n = 0; n < min(kStages, n_tiles); ++n) load_kv(n);
+    const int n_tiles = key_tiles(tile, p.causal);
+    for (int n = 0; n < n_tiles; ++n, ++kv_count) {
+      const int s = kv_count % kStages;
+      const uint32_t free_phase = ((kv_count / kStages) & 1) ^ 1;
+      EmptyBarrier::wait(&smem.k_empty[s], free_phase);
+      if (leader) {
+        Barrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kKVBytes);
+        copy(p.tma_k.with(smem.k_full[s]), get<0>(tK)(_, n), get<1>(tK)(_, s));
+      }
+      EmptyBarrier::wait(&smem.v_empty[s], free_phase);
+      if (leader) {
+        Barrier::arrive_and_expect_tx(&smem.v_full[s], Tr::kKVBytes);
+        copy(p.tma_v.with(smem.v_full[s]), get<0>(tV)(_, n), get<1>(tV)(_, s));
+      }
+    }
   }
-  __syncthreads();  // barriers initialized before anyone waits on them
+}
 
+template <bool kSoftmax, typename T, int D, typename IndexT>
+__device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename Traits<T, D>::Smem& smem) {
+  using Tr = Traits<T, D>;
+  using BM = typename Tr::BM;
+  using BN = typename Tr::BN;
+  using HD = typename Tr::HD;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBarrier = cutlass::arch::ClusterBarrier;
+  constexpr int kStages = Tr::kStages;
+  const int tid = threadIdx.x - 128;
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Tr::SmemQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem.k), typename Tr::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v), typename Tr::SmemV{});
   typename Tr::MmaS mma_s;
   typename Tr::MmaO mma_o;
-  auto thr_s = mma_s.get_thread_slice(threadIdx.x);
-  auto thr_o = mma_o.get_thread_slice(threadIdx.x);
+  auto thr_s = mma_s.get_thread_slice(tid);
+  auto thr_o = mma_o.get_thread_slice(tid);
   Tensor tSrQ = thr_s.partition_fragment_A(sQ);
   Tensor tSrK = thr_s.partition_fragment_B(sK);
   Tensor tOrV = thr_o.partition_fragment_B(sV);
   Tensor tSrS = partition_fragment_C(mma_s, Shape<BM, BN>{});
   Tensor tOrO = partition_fragment_C(mma_o, Shape<BM, HD>{});
-  clear(tOrO);
+  Tensor tOrP = make_tensor_like<T>(tSrS);
+  Tensor tOrPa = make_tensor(tOrP.data(), acc_as_a(tOrP.layout()));
+  static_assert(decltype(size<0>(tOrPa))::value == 8 &&
+                    decltype(size<2>(tOrPa))::value == decltype(size<2>(tOrV))::value,
+                "P's registers must cover wgmma's A fragment of every k step of P V");
   // (row, col) of every accumulator element within the tile, in the (rows, cols) view.
   Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<BM, BN>{}));
   Tensor cS = make_tensor(tScS.data(), rowcol(tScS.layout()));
   Tensor S = make_tensor(tSrS.data(), rowcol(tSrS.layout()));
   Tensor O = make_tensor(tOrO.data(), rowcol(tOrO.layout()));
-  constexpr int kRows = size<0>(decltype(S.layout()){});
-
-  // Softmax state per row: running max of alpha s in log2 units, running sum of exp2.
-  const float scale_log2 = p.alpha * static_cast<float>(M_LOG2E);
-  float row_max[kRows], row_sum[kRows];
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.f;
-
-  Barrier::wait(&smem.bar_q, 0);
-  for (int n = 0; n < n_tiles; ++n) {
-    const int s = n % kStages;
-    const uint32_t phase = (n / kStages) & 1;
-    const int n0 = n * kBlockN;
-    Barrier::wait(&smem.bar_k[s], phase);
-    wgmma<true, false>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
-
-    // Keys past the sequence, and past the query row when causal, do not exist.
-    const bool mask = n0 + kBlockN > len || (p.causal && n0 + kBlockN > m0);
-    if (p.softmax) {
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const int i = m0 + get<0>(cS(r, 0));
-        float mx = row_max[r];
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(S); ++c) {
-          const int j = n0 + get<1>(cS(r, c));
-          float x = S(r, c) * scale_log2;
-          if (mask && (j >= len || (p.causal && j > i))) x = -INFINITY;
-          S(r, c) = x;
-          mx = fmaxf(mx, x);
-        }
-        mx = quad_max(mx);
-        // Tile 0 holds key 0 for every row, so the max is finite from there on; guard anyway.
-        const float base = mx == -INFINITY ? 0.f : mx;
-        const float rescale = exp2f(row_max[r] - base);
-        row_max[r] = mx;
-        float sum = 0.f;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(S); ++c) {
-          S(r, c) = exp2f(S(r, c) - base);
-          sum += S(r, c);
-        }
-        row_sum[r] = row_sum[r] * rescale + sum;
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(O); ++c) O(r, c) *= rescale;
-      }
-    } else {
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        const int i = m0 + get<0>(cS(r, 0));
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(S); ++c) {
-          const int j = n0 + get<1>(cS(r, c));
-          const float x = S(r, c) * p.alpha;
-          const float silu = x / (1.f + __expf(-x));  // exact divide: exp overflow gives -0, not NaN
-          S(r, c) = mask && (j >= len || (p.causal && j > i)) ? 0.f : silu;
-        }
-      }
-    }
-    Tensor tOrP = make_tensor_like<T>(tSrS);
-    CUTE_UNROLL
-    for (int e = 0; e < size(tSrS); ++e) tOrP(e) = static_cast<T>(tSrS(e));
-    Tensor tOrPa = make_tensor(tOrP.data(), acc_as_a(tOrP.layout()));
-    static_assert(decltype(size<0>(tOrPa))::value == 8 &&
-                      decltype(size<2>(tOrPa))::value == decltype(size<2>(tOrV))::value,
-                  "P's registers must cover wgmma's A fragment of every k step of P V");
-    Barrier::wait(&smem.bar_v[s], phase);
-    wgmma<false, true>(mma_o, tOrPa, tOrV(_, _, _, s), tOrO);
-    // Every warpgroup is done reading stage s before the next TMA overwrites it.
-    __syncthreads();
-    if (leader && n + kStages < n_tiles) load_kv(n + kStages);
-  }
-
-  // Epilogue: normalize, round once, store the rows inside the sequence (4-byte pairs of columns).
   Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<BM, HD>{}));
   Tensor cO = make_tensor(tOcO.data(), rowcol(tOcO.layout()));
+  constexpr int kRows = size<0>(decltype(S.layout()){});
+  const float scale = kSoftmax ? p.alpha * static_cast<float>(M_LOG2E) : 0.5f * p.alpha;
   const int64_t out_row = static_cast<int64_t>(p.heads) * D;
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const int i = m0 + get<0>(cO(r, 0));
-    if (i >= len) continue;
-    const float scale = p.softmax ? 1.f / row_sum[r] : p.inv_max_seq_len;
-    T* row = p.out + (start + i) * out_row + static_cast<int64_t>(h) * D;
+
+  auto to_p = [&]() {
     CUTE_UNROLL
-    for (int c = 0; c < size<1>(O); c += 2) {
-      const T lo = static_cast<T>(O(r, c) * scale), hi = static_cast<T>(O(r, c + 1) * scale);
-      const uint32_t bits = static_cast<uint32_t>(lo.raw()) | (static_cast<uint32_t>(hi.raw()) << 16);
-      *reinterpret_cast<uint32_t*>(row + get<1>(cO(r, c))) = bits;
+    for (int e = 0; e < size(tSrS); ++e) tOrP(e) = static_cast<T>(tSrS(e));
+  };
+  auto rescale_o = [&](const SoftmaxState<kRows>& st) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O); ++c) O(r, c) *= st.rescale[r];
     }
-    if (p.softmax && get<1>(cO(r, 0)) == 0) {
-      p.lse[static_cast<int64_t>(h) * p.total + start + i] =
-          (row_max[r] + log2f(row_sum[r])) * static_cast<float>(M_LN2);
+  };
+
+  int kv_count = 0, tile_count = 0;
+  WorkTile tile;
+  for (int32_t t = next_tile(p, blockIdx.x, gridDim.x, tile); t < p.num_tiles;
+       t = next_tile(p, t + gridDim.x, gridDim.x, tile), ++tile_count) {
+    const int m0 = tile.m_block * kBlockM;
+    const int n_tiles = key_tiles(tile, p.causal);
+    SoftmaxState<kRows> st;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) st.row_max[r] = -INFINITY, st.row_sum[r] = 0.f, st.rescale[r] = 1.f;
+
+    Barrier::wait(&smem.q_full, tile_count & 1);
+    int s = kv_count % kStages;
+    Barrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
+    wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    EmptyBarrier::arrive(&smem.k_empty[s]);
+    if (n_tiles == 1) EmptyBarrier::arrive(&smem.q_empty);
+    scores_to_p<kSoftmax>(S, cS, m0, 0, tile.len, p.causal, scale, st);
+    to_p();
+    clear(tOrO);
+    for (int n = 1; n < n_tiles; ++n) {
+      const int prev = s;
+      const uint32_t prev_phase = (kv_count / kStages) & 1;
+      ++kv_count;
+      s = kv_count % kStages;
+      Barrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
+      wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
+      Barrier::wait(&smem.v_full[prev], prev_phase);
+      warpgroup_fence_operand(tOrP);
+      wgmma_issue<false>(mma_o, tOrPa, tOrV(_, _, _, prev), tOrO);
+      warpgroup_wait<1>();  // S of tile n is done; P V of tile n - 1 still runs
+      warpgroup_fence_operand(tSrS);
+      EmptyBarrier::arrive(&smem.k_empty[s]);
+      if (n == n_tiles - 1) EmptyBarrier::arrive(&smem.q_empty);
+      scores_to_p<kSoftmax>(S, cS, m0, n * kBlockN, tile.len, p.causal, scale, st);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      warpgroup_fence_operand(tOrP);
+      EmptyBarrier::arrive(&smem.v_empty[prev]);
+      if constexpr (kSoftmax) rescale_o(st);
+      to_p();
+    }
+    Barrier::wait(&smem.v_full[s], (kv_count / kStages) & 1);
+    warpgroup_fence_operand(tOrP);
+    wgmma_issue<false>(mma_o, tOrPa, tOrV(_, _, _, s), tOrO);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    warpgroup_fence_operand(tOrP);
+    EmptyBarrier::arrive(&smem.v_empty[s]);
+    ++kv_count;
+
+    // Epilogue: normalize, round once, store the rows inside the sequence (4-byte pairs of columns).
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int i = m0 + get<0>(cO(r, 0));
+      const float row_sum = kSoftmax ? quad_sum(st.row_sum[r]) : 1.f;  // every lane of the quad joins
+      if (i >= tile.len) continue;
+      const float out_scale = kSoftmax ? 1.f / row_sum : p.inv_max_seq_len;
+      T* row = p.out + (tile.start + i) * out_row + static_cast<int64_t>(tile.h) * D;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O); c += 2) {
+        const T lo = static_cast<T>(O(r, c) * out_scale), hi = static_cast<T>(O(r, c + 1) * out_scale);
+        const uint32_t bits = static_cast<uint32_t>(lo.raw()) | (static_cast<uint32_t>(hi.raw()) << 16);
+        *reinterpret_cast<uint32_t*>(row + get<1>(cO(r, c))) = bits;
+      }
+      if (kSoftmax && get<1>(cO(r, 0)) == 0) {
+        p.lse[static_cast<int64_t>(tile.h) * p.total + tile.start + i] =
+            (st.row_max[r] + log2f(row_sum)) * static_cast<float>(M_LN2);
+      }
+    }
+  }
+}
+
+template <typename T, int D, typename IndexT>
+__global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_constant__ Params<T, D, IndexT> p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tr = Traits<T, D>;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBarrier = cutlass::arch::ClusterBarrier;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& smem = *reinterpret_cast<typename Tr::Smem*>(smem_raw);
+  if (threadIdx.x == 0) {
+    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    Barrier::init(&smem.q_full, 1);
+    EmptyBarrier::init(&smem.q_empty, kConsumerThreads);
+    for (int s = 0; s < Tr::kStages; ++s) {
+      Barrier::init(&smem.k_full[s], 1);
+      Barrier::init(&smem.v_full[s], 1);
+      EmptyBarrier::init(&smem.k_empty[s], kConsumerThreads);
+      EmptyBarrier::init(&smem.v_empty[s], kConsumerThreads);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();  // barriers initialized before anyone waits on them; no block barrier after this
+  if (threadIdx.x < 128) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    if (threadIdx.x < 32) produce(p, smem);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+    if (p.softmax) {
+      consume<true>(p, smem);
+    } else {
+      consume<false>(p, smem);
     }
   }
 #else

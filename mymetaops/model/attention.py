@@ -38,9 +38,10 @@ DTYPE_IDS = {"bf16": 0, "fp16": 1, "fp32": 2}
 DTYPE_NAMES = {v: k for k, v in DTYPE_IDS.items()}
 # Forward candidates on NVIDIA (they compile without spills for D <= 128: scripts/
 # check_triton_targets.py), with the share of the bf16 peak each reached on useful FLOPs at B32
-# N4096 H4 D128 ([M], the longest shape: little else in its time): hstu / softmax.
+# N4096 H4 D128 ([M], the longest shape: little else in its time): hstu / softmax. 64 x 64: run 6
+# (grouped grid, tanh sigmoid); 128 x 64: run 1.
 NVIDIA_FORWARD = {
-    TritonAttentionConfig(64, 64, 4, 3): (360 / 989, 342 / 989),
+    TritonAttentionConfig(64, 64, 4, 3): (435 / 989, 329 / 989),
     TritonAttentionConfig(128, 64, 8, 3): (320 / 989, 333 / 989),
 }
 # The 64-row tiles spill with HSTU's target / window / contextual masks (Triton 3.8).
@@ -49,10 +50,10 @@ MASKED_EXCLUDED = TritonAttentionConfig(64, 64, 4, 3)
 # 2.5x the forward FLOPs at B32 N4096 H4 D128.
 BACKWARD_EFFICIENCY = {HSTU_BACKWARD: 161 / 989, SOFTMAX_BACKWARD: 164 / 989}
 DEFAULT_EFFICIENCY = 0.25  # [A] AMD, D > 128, fp32: no measurement
-# The public wrapper's host path per call beyond its launches: [M] 100 / 150 us through the custom
-# op (bench/attention/NOTES.md, run 1); [A] the eager path (ops/attention.py _EagerHstu) and a native
-# launch from C++, to be measured by bench/attention/host_cost.py.
-HOST_US = {"forward": 100.0, "backward": 150.0, "native": 30.0}
+# The public wrapper's host path per call beyond its launches: [M] forward ~150 us through the
+# Triton launcher (60-105 us of it the launcher's own, bench/attention/NOTES.md run 6), backward 150
+# (run 1); ~40 us for a native launch from C++ (run 4, a tiny shape).
+HOST_US = {"forward": 150.0, "backward": 150.0, "native": 40.0}
 KERNEL_DEFAULTS = TritonAttentionConfig()  # the kernels' default_config: backwards, AMD, D > 128, fp32
 
 
@@ -70,20 +71,23 @@ class NativeKernel:
     withheld: str = ""  # why the model does not offer it although it is built (tests call it directly)
 
 
-HOPPER_WITHHELD = ("the Hopper kernels (cuda/attention/) measured slower than Triton at every shape of "
-                   "bench/attention run 4 (one CTA per tile, no producer warp or softmax/MMA overlap yet)")
+HOPPER_WITHHELD = ("the Hopper kernels (cuda/attention/) measured 0.7-1.0x Triton's speed on the GPU at the "
+                   "issue's four shapes (bench/attention run 6); the model's JIT rule (select.JIT_PAYS_OFF) "
+                   "would pick them wherever Triton is not 2x faster, so they are not offered yet")
 AMD_WITHHELD = ("the CDNA kernels (hip/attention/) have run only through the HIP-on-CUDA shim, which replaces "
                 "their MFMA steps: not offered before they pass on AMD hardware")
 # The mirror of the native kernels each vendor's build has (checked against _C at run time: the
 # model offers them only where the two agree).
 NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
-    # cuda/attention/: 128 q rows (2 consumer warpgroups) x 128 keys, TMA K/V double-buffered, wgmma
-    # SS then RS. [M] H200 run 4 (bench/attention/NOTES.md): HSTU correct but 104 / 67 / 161 / 23 TF
-    # on the issue's shapes against Triton's 190 / 86 / 368 / 41 (161 TF = 0.163 of the peak at the
-    # long shape); its softmax path wrote inf, so the launcher refuses softmax.
+    # cuda/attention/: persistent, a TMA producer warp and 2 consumer warpgroups of 64 q rows x 128
+    # keys, 3 K/V stages, wgmma SS then RS. [M] H200 run 6 (bench/attention/NOTES.md), launcher:
+    # hstu 158 / 106 / 340 / 51 TF, softmax 146 / 105 / 318 / 45 on the issue's shapes, against
+    # Triton's 222 / 109 / 435 / 62 and 195 / 106 / 329 / 55: slower on the GPU, but its ~40 us
+    # host path beats Triton's ~150 where the work is short. Efficiency: 318 / 989 at the long shape.
+    # Withheld (HOPPER_WITHHELD) until they are faster than Triton on the GPU.
     "nvidia": (
-        NativeKernel("hopper_d64_128x128", (HSTU,), (64,), 128, 128, 0.163, HOPPER_WITHHELD),
-        NativeKernel("hopper_d128_128x128", (HSTU,), (128,), 128, 128, 0.163, HOPPER_WITHHELD),
+        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, 318 / 989, HOPPER_WITHHELD),
+        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, 318 / 989, HOPPER_WITHHELD),
     ),
     # hip/attention/attention_fwd.hip: 4 waves x 32 q rows, K / V double-buffered in LDS, MFMA
     # 32x32x8; [A] 0.30 of the peak (no AMD GPU here; Triton's AMD tiles are assumed at 0.25).

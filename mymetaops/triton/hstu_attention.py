@@ -30,18 +30,21 @@ every non-target key; non-causal makes the id rule symmetric. Leaving num_target
 Schedule. One program per (BLOCK_M query rows, sequence, head) in the forward and the dq kernel,
 per (BLOCK_N key rows, sequence, head) in the dk/dv kernel, on a 1-D grid of
 cdiv(N, block) * B * H programs (no 65535 limit on B * H; launched in chunks past what the runtime
-takes, common.grid_chunks; a program past its sequence's end exits at once). The block index is
-the grid's outer one (attention_checks.grid_position): the forward and dq start with every
-(sequence, head)'s last query block, dk/dv with the first key block, which under the causal mask
-hold the most work, so the cheap blocks fill the tail of the launch (longest first). The forward
-also checks seq_offsets / num_targets when given an error record (attention_checks: one launch per
-call).
+takes, common.grid_chunks; a program past its sequence's end exits at once). The grid runs the
+(sequence, head) pairs in groups of consecutive pairs, about 4 x SMs programs each (attention_checks.
+grid_position, group_size: the programs that run at once share the K/V of few pairs in L2); within
+a group the block index is the outer one: the forward and dq start with each pair's last query
+block, dk/dv with the first key block, which under the causal mask hold the most work, so the
+cheap blocks fill the group's tail (longest first). The forward also checks seq_offsets /
+num_targets when given an error record (attention_checks: one launch per call).
   * forward: the query block (and the fp32 accumulator) stays in registers; key/value blocks stream
     through, S = Q K^T and acc += silu(alpha S) V with tl.dot, 1/N applied once at the end.
   * dk/dv: a key/value block stays resident with fp32 dk, dv; query/dO blocks stream through:
     S^T = K Q^T, dv += silu(alpha S^T) dO, dP^T = V dO^T, dk += (dP^T * silu'(alpha S^T)) Q, with
     silu'(z) = sig(z) (1 + z (1 - sig(z))) = sig + silu(z) (1 - sig); alpha / N and 1 / N applied
     at the end.
+  * sig: 0.5 tanh(z / 2) + 0.5 on tanh.approx.f32 for fp16 / bf16 on NVIDIA GPUs (one MUFU op a
+    score instead of exp2 and a reciprocal), 1 / (1 + exp2(-z log2 e)) elsewhere (_sigmoid).
   * dq: a query/dO block stays resident; key/value blocks stream through: S = Q K^T, dP = dO V^T,
     dq += (dP * silu'(alpha S)) K. Two kernels instead of atomics: deterministic, and no fp32
     scratch for dq, at the price of computing S and dP twice.
@@ -66,6 +69,7 @@ from dataclasses import dataclass, replace
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from mymetaops.triton import attention_checks as checks
 from mymetaops.triton.common import check_error_record, grid_chunks
@@ -373,14 +377,41 @@ def _mm(a, b, acc, IEEE: tl.constexpr):
 
 
 @triton.jit
-def _sigmoid(z):
-    return 1.0 / (1.0 + tl.exp2(-z * LOG2E))
+def _tanh_approx(x):
+    """tanh(x) by PTX's tanh.approx.f32 (NVIDIA only): one MUFU op, relative error ~2^-11."""
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
 
 
 @triton.jit
-def _silu_grad(z):
-    sig = _sigmoid(z)
-    return sig + z * sig * (1.0 - sig)
+def _sigmoid(z, SIGMOID: tl.constexpr):
+    """sigmoid(z), formed as SIGMOID says (_sigmoid_form). "tanh": 0.5 tanh(z / 2) + 0.5 (NVIDIA,
+    fp16 / bf16), one MUFU op where exp2 and a division take two, which at D = 128 cost as many SM
+    cycles as the two products; its ~2^-11 relative error is about the rounding of p to fp16.
+    "rcp": 1 / (1 + 2^(-z log2 e)) with an approximate reciprocal (AMD, where a division compiles
+    to the IEEE sequence of v_div_*). "div": that with a division. Every form gives exactly 0 at
+    MASKED_Z: tanh saturates to -1, 2^(1e4 log2 e) overflows to inf."""
+    if SIGMOID == "tanh":
+        sig = 0.5 * _tanh_approx(0.5 * z) + 0.5
+    elif SIGMOID == "rcp":
+        sig = libdevice.fast_dividef(1.0, 1.0 + tl.exp2(-z * LOG2E))
+    else:
+        sig = 1.0 / (1.0 + tl.exp2(-z * LOG2E))
+    return sig
+
+
+@triton.jit
+def _silu_grad(z, SIGMOID: tl.constexpr):
+    """silu'(z) = sig + z sig (1 - sig). "tanh": from t = tanh(z / 2) as (1 + t) / 2 +
+    (z / 2) (1 - t^2) / 2, with no sig tile live (the dq kernel's 128 x 64 tiles at D = 128 spill
+    on sm_90 otherwise); 0 at MASKED_Z, where t = -1."""
+    if SIGMOID == "tanh":
+        hz = 0.5 * z
+        t = _tanh_approx(hz)
+        g = 0.5 + 0.5 * t + hz * (0.5 - 0.5 * t * t)
+    else:
+        sig = _sigmoid(z, SIGMOID)
+        g = sig + z * sig * (1.0 - sig)
+    return g
 
 
 @triton.jit
@@ -411,8 +442,8 @@ def _zero_outside(ptr, seq_offsets, b, num_seqs, total_rows, h, stride_m, stride
 
 
 @triton.jit
-def _program(seq_offsets, num_targets, errors, error_op, program_base, total_rows, num_seqs, num_heads, max_seq_len,
-             ctx, BLOCK: tl.constexpr, LOW_BLOCKS_FIRST: tl.constexpr, HAS_TARGETS: tl.constexpr,
+def _program(seq_offsets, num_targets, errors, error_op, program_base, group_size, total_rows, num_seqs, num_heads,
+             max_seq_len, ctx, BLOCK: tl.constexpr, LOW_BLOCKS_FIRST: tl.constexpr, HAS_TARGETS: tl.constexpr,
              HAS_CONTEXT: tl.constexpr, CHECK: tl.constexpr):
     """(block, sequence b, head h, first row int64, length, number of targets, max id) of this
     program. Bad values (offsets outside [0, total_rows] or decreasing, lengths above max_seq_len,
@@ -420,7 +451,7 @@ def _program(seq_offsets, num_targets, errors, error_op, program_base, total_row
     of bounds, and recorded in `errors` when CHECK (by the programs of block 0, head 0, before any
     of them can exit)."""
     num_blocks = tl.cdiv(max_seq_len, BLOCK)
-    block, b, h = checks.grid_position(program_base, num_seqs, num_heads, num_blocks, LOW_BLOCKS_FIRST)
+    block, b, h = checks.grid_position(program_base, num_seqs, num_heads, num_blocks, group_size, LOW_BLOCKS_FIRST)
     seq_start, seq_len, start_raw, end_raw = checks.sequence(seq_offsets, b, num_seqs, total_rows, max_seq_len)
     targets_raw = start_raw * 0
     if HAS_TARGETS:
@@ -472,7 +503,8 @@ def _store_rows(ptr, stride_m, stride_h, h, seq_start, offs, seq_len, value, NUM
 def _fwd_steps(acc, q, k_base, v_base, k_offs, v_offs, stride_k, stride_v, start, end, offs_m, seq_len, ctx, max_id,
                max_attn_len, alpha, MASKED: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
                BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-               HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr):
+               HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr,
+               SIGMOID: tl.constexpr):
     """acc += sum over key blocks [start, end) of silu(alpha Q K^T) V (masked when MASKED). k_base /
     v_base: scalar pointers to key row 0; k_offs / v_offs: the [BLOCK_N, D] element offsets of a block."""
     offs_n = tl.arange(0, BLOCK_N)
@@ -485,7 +517,7 @@ def _fwd_steps(acc, q, k_base, v_base, k_offs, v_offs, stride_k, stride_v, start
         k = _load_tile(k_base + k_offs, keys, seq_len, offs_dqk, DQK, MASKED, BLOCK_DQK != DQK)
         v = _load_tile(v_base + v_offs, keys, seq_len, offs_dv, DV, MASKED, BLOCK_DV != DV)
         z = _mm(q, tl.trans(k), None, IEEE) * alpha
-        p = z * _sigmoid(z)
+        p = z * _sigmoid(z, SIGMOID)
         if MASKED:
             ok = _valid(offs_m[:, None], keys[None, :], seq_len, ctx, max_id, max_attn_len, CAUSAL, HAS_TARGETS,
                         HAS_WINDOW, HAS_CONTEXT)
@@ -501,14 +533,15 @@ def _hstu_fwd_kernel(
     Q, K, V, Out, seq_offsets, num_targets, errors, error_op,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_om, stride_oh,
     total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n, program_base,
+    group_size,
     CAUSAL: tl.constexpr, HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr,
     DQK: tl.constexpr, DV: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, CHECK: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, SIGMOID: tl.constexpr, CHECK: tl.constexpr,
 ):
     ctx = contextual_seq_len
     block, b, h, seq_start, seq_len, ntargets, max_id = _program(
-        seq_offsets, num_targets, errors, error_op, program_base, total_rows, num_seqs, num_heads, max_seq_len, ctx,
-        BLOCK_M, False, HAS_TARGETS, HAS_CONTEXT, CHECK)
+        seq_offsets, num_targets, errors, error_op, program_base, group_size, total_rows, num_seqs, num_heads,
+        max_seq_len, ctx, BLOCK_M, False, HAS_TARGETS, HAS_CONTEXT, CHECK)
     if block == 0:
         _zero_outside(Out, seq_offsets, b, num_seqs, total_rows, h, stride_om, stride_oh, DV, BLOCK_M, BLOCK_DV)
     m0 = block * BLOCK_M
@@ -523,13 +556,13 @@ def _hstu_fwd_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
     acc = _fwd_steps(acc, q, k_base, v_base, k_offs, v_offs, stride_k, stride_v, lo, a, offs_m, seq_len, ctx, max_id,
                      max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
-                     HAS_WINDOW, HAS_CONTEXT, IEEE)
+                     HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     acc = _fwd_steps(acc, q, k_base, v_base, k_offs, v_offs, stride_k, stride_v, a, b2, offs_m, seq_len, ctx, max_id,
                      max_attn_len, alpha, False, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
-                     HAS_WINDOW, HAS_CONTEXT, IEEE)
+                     HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     acc = _fwd_steps(acc, q, k_base, v_base, k_offs, v_offs, stride_k, stride_v, b2, hi, offs_m, seq_len, ctx, max_id,
                      max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
-                     HAS_WINDOW, HAS_CONTEXT, IEEE)
+                     HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     _store_rows(Out, stride_om, stride_oh, h, seq_start, offs_m, seq_len, acc * inv_n, DV, BLOCK_DV)
 
 
@@ -540,7 +573,8 @@ def _hstu_fwd_kernel(
 def _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride_do, start, end, row_limit, offs_n,
                 seq_len, ctx, max_id, max_attn_len, alpha, MASKED: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
                 BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr,
-                HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr):
+                HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr,
+                SIGMOID: tl.constexpr):
     """dv += silu(alpha S^T) dO, dk += (dP^T silu'(alpha S^T)) Q over query rows [start, end)
     (rows >= row_limit read as 0); offs_n are the resident key positions. Masked pairs get the
     score MASKED_Z, where silu and silu' are 0, so one select serves both products; silu' is
@@ -560,7 +594,7 @@ def _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride
             ok = _valid(qrows[None, :], offs_n[:, None], seq_len, ctx, max_id, max_attn_len, CAUSAL, HAS_TARGETS,
                         HAS_WINDOW, HAS_CONTEXT) & (qrows[None, :] < row_limit)
             z = tl.where(ok, z, MASKED_Z)
-        sig = _sigmoid(z)
+        sig = _sigmoid(z, SIGMOID)
         p = z * sig
         g = sig + p * (1.0 - sig)
         dp = _mm(v, tl.trans(do), None, IEEE)
@@ -577,14 +611,15 @@ def _hstu_bwd_dkdv_kernel(
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh,
     stride_dkm, stride_dkh, stride_dvm, stride_dvh,
     total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n, program_base,
+    group_size,
     CAUSAL: tl.constexpr, HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr,
     DQK: tl.constexpr, DV: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, SIGMOID: tl.constexpr,
 ):
     ctx = contextual_seq_len
     block, b, h, seq_start, seq_len, ntargets, max_id = _program(
-        seq_offsets, num_targets, None, 0, program_base, total_rows, num_seqs, num_heads, max_seq_len, ctx,
-        BLOCK_N, True, HAS_TARGETS, HAS_CONTEXT, False)
+        seq_offsets, num_targets, None, 0, program_base, group_size, total_rows, num_seqs, num_heads,
+        max_seq_len, ctx, BLOCK_N, True, HAS_TARGETS, HAS_CONTEXT, False)
     if block == 0:
         _zero_outside(DK, seq_offsets, b, num_seqs, total_rows, h, stride_dkm, stride_dkh, DQK, BLOCK_N, BLOCK_DQK)
         _zero_outside(DV_, seq_offsets, b, num_seqs, total_rows, h, stride_dvm, stride_dvh, DV, BLOCK_N, BLOCK_DV)
@@ -603,16 +638,16 @@ def _hstu_bwd_dkdv_kernel(
     if HAS_CONTEXT:  # the contextual rows before the main range
         dk, dv = _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride_do, ctx_end * 0,
                              ctx_end, ctx_end, offs_n, seq_len, ctx, max_id, max_attn_len, alpha, True, DQK, DV,
-                             BLOCK_DQK, BLOCK_DV, BLOCK_M, CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE)
+                             BLOCK_DQK, BLOCK_DV, BLOCK_M, CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     dk, dv = _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride_do, lo, a, seq_len, offs_n,
                          seq_len, ctx, max_id, max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_M,
-                         CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE)
+                         CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     dk, dv = _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride_do, a, b2, seq_len, offs_n,
                          seq_len, ctx, max_id, max_attn_len, alpha, False, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_M,
-                         CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE)
+                         CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     dk, dv = _dkdv_steps(dk, dv, k, v, q_base, do_base, q_offs, do_offs, stride_q, stride_do, b2, hi, seq_len, offs_n,
                          seq_len, ctx, max_id, max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_M,
-                         CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE)
+                         CAUSAL, HAS_TARGETS, HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     _store_rows(DK, stride_dkm, stride_dkh, h, seq_start, offs_n, seq_len, dk * (alpha * inv_n), DQK, BLOCK_DQK)
     _store_rows(DV_, stride_dvm, stride_dvh, h, seq_start, offs_n, seq_len, dv * inv_n, DV, BLOCK_DV)
 
@@ -624,7 +659,8 @@ def _hstu_bwd_dkdv_kernel(
 def _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, start, end, offs_m, seq_len, ctx, max_id,
               max_attn_len, alpha, MASKED: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
               BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-              HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr):
+              HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr, IEEE: tl.constexpr,
+              SIGMOID: tl.constexpr):
     """dq += (dO V^T * silu'(alpha Q K^T)) K over key blocks [start, end); masked pairs as in
     _dkdv_steps (silu' of MASKED_Z is 0), silu' formed before dP so that z is dead by then."""
     offs_n = tl.arange(0, BLOCK_N)
@@ -641,7 +677,7 @@ def _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, sta
             ok = _valid(offs_m[:, None], keys[None, :], seq_len, ctx, max_id, max_attn_len, CAUSAL, HAS_TARGETS,
                         HAS_WINDOW, HAS_CONTEXT)
             z = tl.where(ok, z, MASKED_Z)
-        g = _silu_grad(z)
+        g = _silu_grad(z, SIGMOID)
         dp = _mm(do, tl.trans(v), None, IEEE)
         dq = _mm((dp * g).to(k.dtype), k, dq, IEEE)
         k_base += stride_k * BLOCK_N
@@ -654,14 +690,15 @@ def _hstu_bwd_dq_kernel(
     Q, K, V, DO, DQ, seq_offsets, num_targets,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh, stride_dqm, stride_dqh,
     total_rows, num_seqs, num_heads, max_seq_len, max_attn_len, contextual_seq_len, alpha, inv_n, program_base,
+    group_size,
     CAUSAL: tl.constexpr, HAS_TARGETS: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_CONTEXT: tl.constexpr,
     DQK: tl.constexpr, DV: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, SIGMOID: tl.constexpr,
 ):
     ctx = contextual_seq_len
     block, b, h, seq_start, seq_len, ntargets, max_id = _program(
-        seq_offsets, num_targets, None, 0, program_base, total_rows, num_seqs, num_heads, max_seq_len, ctx,
-        BLOCK_M, False, HAS_TARGETS, HAS_CONTEXT, False)
+        seq_offsets, num_targets, None, 0, program_base, group_size, total_rows, num_seqs, num_heads,
+        max_seq_len, ctx, BLOCK_M, False, HAS_TARGETS, HAS_CONTEXT, False)
     if block == 0:
         _zero_outside(DQ, seq_offsets, b, num_seqs, total_rows, h, stride_dqm, stride_dqh, DQK, BLOCK_M, BLOCK_DQK)
     m0 = block * BLOCK_M
@@ -677,13 +714,13 @@ def _hstu_bwd_dq_kernel(
     dq = tl.zeros([BLOCK_M, BLOCK_DQK], dtype=tl.float32)
     dq = _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, lo, a, offs_m, seq_len, ctx, max_id,
                    max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
-                   HAS_WINDOW, HAS_CONTEXT, IEEE)
+                   HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     dq = _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, a, b2, offs_m, seq_len, ctx, max_id,
                    max_attn_len, alpha, False, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
-                   HAS_WINDOW, HAS_CONTEXT, IEEE)
+                   HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     dq = _dq_steps(dq, q, do, k_base, v_base, k_offs, v_offs, stride_k, stride_v, b2, hi, offs_m, seq_len, ctx, max_id,
                    max_attn_len, alpha, True, DQK, DV, BLOCK_DQK, BLOCK_DV, BLOCK_N, CAUSAL, HAS_TARGETS,
-                   HAS_WINDOW, HAS_CONTEXT, IEEE)
+                   HAS_WINDOW, HAS_CONTEXT, IEEE, SIGMOID)
     _store_rows(DQ, stride_dqm, stride_dqh, h, seq_start, offs_m, seq_len, dq * (alpha * inv_n), DQK, BLOCK_DQK)
 
 
@@ -747,15 +784,28 @@ def _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_at
     constexprs = dict(CAUSAL=bool(causal), HAS_TARGETS=num_targets is not None, HAS_WINDOW=max_attn_len > 0,
                       HAS_CONTEXT=contextual_seq_len > 0, DQK=dqk, DV=dv, BLOCK_DQK=_block_d(dqk),
                       BLOCK_DV=_block_d(dv), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-                      IEEE=q.dtype == torch.float32, num_warps=config.num_warps, num_stages=config.num_stages)
+                      IEEE=q.dtype == torch.float32, SIGMOID=_sigmoid_form(q.device, q.dtype),
+                      num_warps=config.num_warps, num_stages=config.num_stages)
     return scalars, constexprs
 
 
+def _sigmoid_form(device: torch.device, dtype: torch.dtype) -> str:
+    """How the kernels form sigmoid (_sigmoid): tanh.approx on NVIDIA GPUs for fp16 / bf16 operands
+    (fp32 ones keep fp32 accuracy), an approximate reciprocal on AMD GPUs, a division under the
+    interpreter (it runs no inline assembly or extern calls, whatever the tensors' device)."""
+    if device.type != "cuda" or not isinstance(_hstu_fwd_kernel, triton.runtime.JITFunction):
+        return "div"
+    if torch.version.hip is not None:
+        return "rcp"
+    return "div" if dtype == torch.float32 else "tanh"
+
+
 def _launch(kernel, args, scalars, constexprs, num_blocks: int, programs_per_block: int, device) -> None:
-    """kernel[grid](*args, *scalars, program_base, **constexprs) over num_blocks x B x H programs,
-    in as many launches as the runtime needs."""
+    """kernel[grid](*args, *scalars, program_base, group_size, **constexprs) over num_blocks x B x H
+    programs (attention_checks.grid_position's order), in as many launches as the runtime needs."""
+    group = checks.group_size(device, num_blocks)
     for base, count in grid_chunks(num_blocks * programs_per_block, device, constexprs["num_warps"]):
-        kernel[(count,)](*args, *scalars, base, **constexprs)
+        kernel[(count,)](*args, *scalars, base, group, **constexprs)
 
 
 def _is_masked(num_targets, max_attn_len: int, contextual_seq_len: int) -> bool:

@@ -35,10 +35,12 @@ Schedule (FlashAttention-2).
     accumulators and streams the q blocks that can see it (causal: from the diagonal on),
     recomputing p from lse; one program per (sequence, head, q block) holds q, dout and the fp32 dq
     accumulator and streams k/v blocks as the forward does. The same mask-free / masked split.
-  * Grids are 1-D over (block, sequence, head), the block index outer (attention_checks.
-    grid_position): the forward and dq kernels start with every sequence's last q block, dk/dv
-    with the first k/v block, the blocks with the most work under causal masking, so the cheap
-    ones fill the tail (longest first). B * H has no 65535 cap as on a grid dim 1 (a grid past
+  * Grids are 1-D over (block, sequence, head), run in groups of consecutive (sequence, head)
+    pairs, about 4 x SMs programs each, so that the programs running at once share the k/v of few
+    pairs in L2 (attention_checks.grid_position, group_size); within a group the block index is
+    the outer one: the forward and dq kernels start with each pair's last q block, dk/dv with the
+    first k/v block, the blocks with the most work under causal masking, so the cheap ones fill
+    the group's tail (longest first). B * H has no 65535 cap as on a grid dim 1 (a grid past
     what the runtime takes is launched in chunks, common.grid_chunks). Grid sizes come from host
     ints only (max_seq_len, B = seq_offsets.numel() - 1, H, total_L): no device sync. Given an
     error record, the forward also checks seq_offsets in the same launch (attention_checks).
@@ -185,11 +187,11 @@ def _check_config(config: AttentionConfig) -> None:
 
 @triton.jit
 def _program(offsets_ptr, errors_ptr, error_op, program_base, total_rows, max_seq_len, num_heads, num_seqs,
-             num_blocks, LOW_BLOCKS_FIRST: tl.constexpr, CHECK: tl.constexpr):
+             num_blocks, group_size, LOW_BLOCKS_FIRST: tl.constexpr, CHECK: tl.constexpr):
     """(block, sequence b, head h int64, first row int64, length, offsets[b + 1]) of this program.
     Offsets are clamped (attention_checks.sequence); when CHECK, the program of block 0, head 0
     records sequence b's bad offsets in errors_ptr."""
-    block, b, h = checks.grid_position(program_base, num_seqs, num_heads, num_blocks, LOW_BLOCKS_FIRST)
+    block, b, h = checks.grid_position(program_base, num_seqs, num_heads, num_blocks, group_size, LOW_BLOCKS_FIRST)
     start, n, start_raw, end_raw = checks.sequence(offsets_ptr, b, num_seqs, total_rows, max_seq_len)
     if CHECK:
         if (block == 0) & (h == 0):
@@ -312,15 +314,16 @@ def _fwd_inner(acc, l_i, m_i, q, k_head, v_head, start, stride_km, stride_vm, lo
 def _jagged_attn_fwd_kernel(
     q_ptr, k_ptr, v_ptr, offsets_ptr, out_ptr, lse_ptr, errors_ptr, error_op,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_om, stride_oh,
-    total_rows, max_seq_len, num_heads, num_seqs, num_m_blocks, program_base, qk_scale,
+    total_rows, max_seq_len, num_heads, num_seqs, num_m_blocks, program_base, group_size, qk_scale,
     CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
     CHECK: tl.constexpr,
 ):
-    """out, lse of one (sequence, head, q block), the highest q blocks first (attention_checks.
-    grid_position). qk_scale = scale * log2(e)."""
+    """out, lse of one (sequence, head, q block), the highest q blocks of a group of pairs first
+    (attention_checks.grid_position). qk_scale = scale * log2(e)."""
     pid_m, b, h64, start, n, end_raw = _program(offsets_ptr, errors_ptr, error_op, program_base, total_rows,
-                                                max_seq_len, num_heads, num_seqs, num_m_blocks, False, CHECK)
+                                                max_seq_len, num_heads, num_seqs, num_m_blocks, group_size, False,
+                                                CHECK)
     out_head = out_ptr + h64 * stride_oh
     lse_head = lse_ptr + h64 * total_rows
     offs_m = tl.arange(0, BLOCK_M)
@@ -416,14 +419,14 @@ def _jagged_attn_bwd_dkdv_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, offsets_ptr, dk_ptr, dv_ptr,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh,
     stride_dkm, stride_dkh, stride_dvm, stride_dvh,
-    total_rows, max_seq_len, num_heads, num_seqs, num_n_blocks, program_base, qk_scale, sm_scale,
+    total_rows, max_seq_len, num_heads, num_seqs, num_n_blocks, program_base, group_size, qk_scale, sm_scale,
     CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
-    """dk, dv of one (sequence, head, k/v block), the lowest k/v blocks first: under causal masking
-    they see the most q rows."""
+    """dk, dv of one (sequence, head, k/v block), the lowest k/v blocks of a group of pairs first:
+    under causal masking they see the most q rows."""
     pid_n, b, h64, start, n, end_raw = _program(offsets_ptr, None, 0, program_base, total_rows, max_seq_len,
-                                                num_heads, num_seqs, num_n_blocks, True, False)
+                                                num_heads, num_seqs, num_n_blocks, group_size, True, False)
     dk_head = dk_ptr + h64 * stride_dkh
     dv_head = dv_ptr + h64 * stride_dvh
     offs_m = tl.arange(0, BLOCK_M)
@@ -499,13 +502,13 @@ def _jagged_attn_bwd_dq_kernel(
     q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, offsets_ptr, dq_ptr,
     stride_qm, stride_qh, stride_km, stride_kh, stride_vm, stride_vh, stride_dom, stride_doh,
     stride_dqm, stride_dqh,
-    total_rows, max_seq_len, num_heads, num_seqs, num_m_blocks, program_base, qk_scale, sm_scale,
+    total_rows, max_seq_len, num_heads, num_seqs, num_m_blocks, program_base, group_size, qk_scale, sm_scale,
     CAUSAL: tl.constexpr, IEEE: tl.constexpr, DQK: tl.constexpr, DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
     """dq of one (sequence, head, q block), programs ordered as the forward's."""
     pid_m, b, h64, start, n, end_raw = _program(offsets_ptr, None, 0, program_base, total_rows, max_seq_len,
-                                                num_heads, num_seqs, num_m_blocks, False, False)
+                                                num_heads, num_seqs, num_m_blocks, group_size, False, False)
     dq_head = dq_ptr + h64 * stride_dqh
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -616,12 +619,13 @@ def jagged_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_
     config = config or default_config(dqk, dv, dtype, "fwd")
     meta = _launch_common(config, causal, dtype, dqk, dv)
     num_m = max(1, triton.cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing and checks need a program
+    group = checks.group_size(device, num_m)
     for base, count in grid_chunks(batch * heads * num_m, device, config.num_warps):
         _jagged_attn_fwd_kernel[(count,)](
             q, k, v, seq_offsets, out, lse, errors, error_op,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0),
-            out.stride(1), total, max_seq_len, heads, batch, num_m, base, scale * LOG2E, CHECK=errors is not None,
-            **meta)
+            out.stride(1), total, max_seq_len, heads, batch, num_m, base, group, scale * LOG2E,
+            CHECK=errors is not None, **meta)
     return out, lse
 
 
@@ -667,17 +671,19 @@ def jagged_attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tenso
                grad_out.stride(1))
     meta = _launch_common(dkdv_config, causal, dtype, dqk, dv_dim)
     num_n = max(1, triton.cdiv(max_seq_len, dkdv_config.block_n))
+    group = checks.group_size(device, num_n)
     for base, count in grid_chunks(batch * heads * num_n, device, dkdv_config.num_warps):
         _jagged_attn_bwd_dkdv_kernel[(count,)](
             q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides,
             dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
-            total, max_seq_len, heads, batch, num_n, base, scale * LOG2E, scale, **meta)
+            total, max_seq_len, heads, batch, num_n, base, group, scale * LOG2E, scale, **meta)
     meta = _launch_common(dq_config, causal, dtype, dqk, dv_dim)
     num_m = max(1, triton.cdiv(max_seq_len, dq_config.block_m))
+    group = checks.group_size(device, num_m)
     for base, count in grid_chunks(batch * heads * num_m, device, dq_config.num_warps):
         _jagged_attn_bwd_dq_kernel[(count,)](
             q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dq.stride(0), dq.stride(1),
-            total, max_seq_len, heads, batch, num_m, base, scale * LOG2E, scale, **meta)
+            total, max_seq_len, heads, batch, num_m, base, group, scale * LOG2E, scale, **meta)
     return dq, dk, dv
 
 

@@ -22,6 +22,8 @@ KERNELS = list(_C._native_attention_kernels()) if torch.cuda.is_available() else
 HSTU, SOFTMAX = attention_ops.HSTU_KIND, attention_ops.SOFTMAX_KIND
 # (lengths, max_seq_len): empty and 1-row sequences, one longer than every tile, ragged ends.
 LENGTHS = [([5, 0, 1, 37], 40), ([300, 1, 0, 129, 64], 300), ([1], 1), ([200, 77], 257)]
+# More tiles than SMs: persistent CTAs run several tiles each, their barrier phases wrap many times.
+MANY = ([(37 * i) % 301 for i in range(150)], 300)
 
 
 def _supported(kernel, kind, d, dtype):
@@ -61,7 +63,8 @@ def test_every_native_attention_kernel_of_the_build(kernel):
                     continue
                 for seed, ((lengths, max_len), causal, strided, index_dtype) in enumerate([
                         (LENGTHS[0], True, False, torch.int32), (LENGTHS[1], True, True, torch.int64),
-                        (LENGTHS[2], False, False, torch.int64), (LENGTHS[3], False, False, torch.int32)]):
+                        (LENGTHS[2], False, False, torch.int64), (LENGTHS[3], False, False, torch.int32),
+                        (MANY, True, False, torch.int32), (MANY, False, True, torch.int64)]):
                     q, k, v = _inputs(lengths, 2, d, d, dtype, "cuda", seed, strided)
                     offsets = _offsets(lengths, index_dtype, "cuda")
                     alpha = 0.3 if kind == HSTU else 1.0 / d ** 0.5

@@ -1,7 +1,7 @@
 """Triton HSTU attention (mymetaops/triton/hstu_attention.py) against the float64 padded-dense
 reference (hstu_reference.py): forward and the three gradients, every mask rule, jagged edge cases,
 strided inputs, the block plans (which key/query ranges a block visits and which of them skip the
-mask), configs and argument checks.
+mask), the grid order (attention_checks.grid_position), configs and argument checks.
 
 Runs under TRITON_INTERPRET=1 on CPU tensors when no GPU is present (set below, as conftest.py does,
 before triton is imported), on GPU tensors otherwise; `gpu`-marked tests need a GPU. The
@@ -24,7 +24,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from hstu_reference import hstu_error_scales, hstu_mask, hstu_reference  # noqa: E402
 
-from mymetaops.triton import common  # noqa: E402
+from mymetaops.triton import attention_checks, common  # noqa: E402
 from mymetaops.triton import hstu_attention as ha  # noqa: E402
 from mymetaops.triton.hstu_attention import HstuConfig  # noqa: E402
 
@@ -195,6 +195,43 @@ def test_grid_in_several_launches(monkeypatch, poison_empty):
     monkeypatch.setattr(common, "max_programs", lambda device, num_warps: 7)
     check_forward("contextual_targets", CASES["contextual_targets"], torch.float32)
     check_backward("contextual_targets", CASES["contextual_targets"], torch.float32)
+
+
+@triton.jit
+def _grid_probe_kernel(out_ptr, program_base, num_seqs, num_heads, num_blocks, group_size,
+                       LOW_BLOCKS_FIRST: tl.constexpr):
+    """out[program] = (block, sequence, head) of attention_checks.grid_position."""
+    block, b, h = attention_checks.grid_position(program_base, num_seqs, num_heads, num_blocks, group_size,
+                                                 LOW_BLOCKS_FIRST)
+    slot = out_ptr + (tl.program_id(0).to(tl.int64) + program_base) * 3
+    tl.store(slot, block)
+    tl.store(slot + 1, b)
+    tl.store(slot + 2, h.to(tl.int32))
+
+
+@pytest.mark.parametrize("low_blocks_first", [False, True])
+@pytest.mark.parametrize("num_seqs,num_heads,num_blocks,group", [
+    (3, 2, 4, 1), (5, 3, 3, 4), (7, 2, 6, 6), (2, 3, 5, 7), (4, 1, 1, 3), (1, 1, 5, 1), (3, 4, 2, 12)])
+def test_grid_position_groups(num_seqs, num_heads, num_blocks, group, low_blocks_first):
+    """Every (block, sequence, head) once, in groups of `group` consecutive (sequence, head) pairs
+    (the last one smaller when group does not divide B * H; one group when group >= B * H), the
+    blocks longest first within a group and its pairs inner; launched in chunks of 5 programs
+    (program_base)."""
+    pairs = num_seqs * num_heads
+    total = pairs * num_blocks
+    out = torch.full((total, 3), -1, dtype=torch.int32, device=DEVICE)
+    for base in range(0, total, 5):
+        _grid_probe_kernel[(min(5, total - base),)](out, base, num_seqs, num_heads, num_blocks, group,
+                                                    LOW_BLOCKS_FIRST=low_blocks_first)
+    got = [tuple(row) for row in out.cpu().tolist()]
+    assert sorted(got) == [(blk, b, h) for blk in range(num_blocks) for b in range(num_seqs)
+                           for h in range(num_heads)]
+    expected = []
+    for first in range(0, pairs, group):
+        members = range(first, min(first + group, pairs))
+        ranks = range(num_blocks) if low_blocks_first else range(num_blocks - 1, -1, -1)
+        expected += [(blk, bh // num_heads, bh % num_heads) for blk in ranks for bh in members]
+    assert got == expected
 
 
 def test_no_sequences_and_zero_max_seq_len(poison_empty):
