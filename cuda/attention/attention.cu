@@ -63,6 +63,12 @@ __global__ void prologue(const IndexT* offsets, int64_t batch, int64_t total, in
   clear_rows(out, lse, start + min(end - start, max(max_seq_len, int64_t{0})), end, row_elems, heads, total);
 }
 
+// q blocks of the longest possible sequence: a sequence's used rows never exceed min(max_seq_len, total).
+int64_t q_blocks(const AttentionForwardArgs& a) {
+  const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
+  return rows > 0 ? (rows + kBlockM - 1) / kBlockM : 0;
+}
+
 template <typename T, int D, typename IndexT>
 LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   const IndexT* offsets = static_cast<const IndexT*>(a.offsets);
@@ -92,10 +98,8 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
       a.causal,
       a.alpha,
       a.inv_max_seq_len};
-  // A sequence's used rows never exceed min(max_seq_len, total).
-  const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
-  p.num_m_blocks = static_cast<int32_t>((rows + kBlockM - 1) / kBlockM);
-  const int64_t tiles = static_cast<int64_t>(p.num_m_blocks) * a.batch * a.heads;
+  p.num_m_blocks = static_cast<int32_t>(q_blocks(a));
+  const int64_t tiles = q_blocks(a) * a.batch * a.heads;
   p.num_tiles = static_cast<int32_t>(tiles);
   // Groups of pairs holding about kGroupWaves x the CTAs in flight (one per SM) in tiles: about
   // half the tiles are empty under uniform lengths, so the tiles running at once come from one or
@@ -161,8 +165,7 @@ LaunchError attention_supports(const AttentionForwardArgs& a, const AttentionKer
   }
   // TMA coordinates are int32, and a tile may start up to one tile past the last row.
   if (a.total >= (int64_t{1} << 30) || a.heads <= 0) return "native attention: needs total rows < 2^30, heads >= 1";
-  const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
-  if (rows > 0 && (rows + kBlockM - 1) / kBlockM * a.batch * a.heads > (int64_t{1} << 30)) {
+  if (q_blocks(a) * a.batch * a.heads > (int64_t{1} << 30)) {
     return "native attention: needs (q blocks x sequences x heads) <= 2^30";
   }
   if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.out)) {

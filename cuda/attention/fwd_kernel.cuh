@@ -34,6 +34,9 @@ constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 
+using FullBarrier = cutlass::arch::ClusterTransactionBarrier;  // a TMA load's arrival and bytes
+using EmptyBarrier = cutlass::arch::ClusterBarrier;            // every consumer thread arrives
+
 template <int D>
 struct StagesFor {
   // K/V stages in flight: 3 beside Q take 224 KB at D = 128 (of 227), 112 KB at D = 64. Two
@@ -67,6 +70,10 @@ struct Traits {
     // K of a stage is free once S of its tile is done, V once P V is: K loads start a step earlier.
     uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   };
+
+  __device__ static auto smem_q(Smem& s) { return make_tensor(make_smem_ptr(s.q), SmemQ{}); }
+  __device__ static auto smem_k(Smem& s) { return make_tensor(make_smem_ptr(s.k), SmemK{}); }
+  __device__ static auto smem_v(Smem& s) { return make_tensor(make_smem_ptr(s.v), SmemV{}); }
 
   // Global views: q/k as (rows, D, heads), v as (D, rows, heads); element strides.
   static auto qk_tensor(const T* p, int total, int heads, int64_t row_stride, int64_t head_stride) {
@@ -299,12 +306,10 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   using BM = typename Tr::BM;
   using BN = typename Tr::BN;
   using HD = typename Tr::HD;
-  using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  using EmptyBarrier = cutlass::arch::ClusterBarrier;
   constexpr int kStages = Tr::kStages;
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Tr::SmemQ{});
-  Tensor sK = make_tensor(make_smem_ptr(smem.k), typename Tr::SmemK{});
-  Tensor sV = make_tensor(make_smem_ptr(smem.v), typename Tr::SmemV{});
+  Tensor sQ = Tr::smem_q(smem);
+  Tensor sK = Tr::smem_k(smem);
+  Tensor sV = Tr::smem_v(smem);
   const int total = static_cast<int>(p.total);
   Tensor mQ = p.tma_q.get_tma_tensor(make_shape(total, HD{}, p.heads));
   Tensor mK = p.tma_k.get_tma_tensor(make_shape(total, HD{}, p.heads));
@@ -327,7 +332,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
     // Q is free once both consumers issued their last S of the previous tile.
     EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
     if (leader) {
-      Barrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
+      FullBarrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
       copy(p.tma_q.with(smem.q_full), get<0>(tQ), get<1>(tQ));
     }
     const int n_tiles = key_tiles(tile, p.causal);
@@ -336,12 +341,12 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
       const uint32_t free_phase = ((kv_count / kStages) & 1) ^ 1;
       EmptyBarrier::wait(&smem.k_empty[s], free_phase);
       if (leader) {
-        Barrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kKVBytes);
+        FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kKVBytes);
         copy(p.tma_k.with(smem.k_full[s]), get<0>(tK)(_, n), get<1>(tK)(_, s));
       }
       EmptyBarrier::wait(&smem.v_empty[s], free_phase);
       if (leader) {
-        Barrier::arrive_and_expect_tx(&smem.v_full[s], Tr::kKVBytes);
+        FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Tr::kKVBytes);
         copy(p.tma_v.with(smem.v_full[s]), get<0>(tV)(_, n), get<1>(tV)(_, s));
       }
     }
@@ -354,13 +359,11 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
   using BM = typename Tr::BM;
   using BN = typename Tr::BN;
   using HD = typename Tr::HD;
-  using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  using EmptyBarrier = cutlass::arch::ClusterBarrier;
   constexpr int kStages = Tr::kStages;
   const int tid = threadIdx.x - 128;
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Tr::SmemQ{});
-  Tensor sK = make_tensor(make_smem_ptr(smem.k), typename Tr::SmemK{});
-  Tensor sV = make_tensor(make_smem_ptr(smem.v), typename Tr::SmemV{});
+  Tensor sQ = Tr::smem_q(smem);
+  Tensor sK = Tr::smem_k(smem);
+  Tensor sV = Tr::smem_v(smem);
   typename Tr::MmaS mma_s;
   typename Tr::MmaO mma_o;
   auto thr_s = mma_s.get_thread_slice(tid);
@@ -408,9 +411,9 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) st.row_max[r] = -INFINITY, st.row_sum[r] = 0.f, st.rescale[r] = 1.f;
 
-    Barrier::wait(&smem.q_full, tile_count & 1);
+    FullBarrier::wait(&smem.q_full, tile_count & 1);
     int s = kv_count % kStages;
-    Barrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
+    FullBarrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
     wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
@@ -424,9 +427,9 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       const uint32_t prev_phase = (kv_count / kStages) & 1;
       ++kv_count;
       s = kv_count % kStages;
-      Barrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
+      FullBarrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
       wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
-      Barrier::wait(&smem.v_full[prev], prev_phase);
+      FullBarrier::wait(&smem.v_full[prev], prev_phase);
       warpgroup_fence_operand(tOrP);
       wgmma_issue<false>(mma_o, tOrPa, tOrV(_, _, _, prev), tOrO);
       warpgroup_wait<1>();  // S of tile n is done; P V of tile n - 1 still runs
@@ -441,7 +444,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       if constexpr (kSoftmax) rescale_o(st);
       to_p();
     }
-    Barrier::wait(&smem.v_full[s], (kv_count / kStages) & 1);
+    FullBarrier::wait(&smem.v_full[s], (kv_count / kStages) & 1);
     warpgroup_fence_operand(tOrP);
     wgmma_issue<false>(mma_o, tOrPa, tOrV(_, _, _, s), tOrO);
     warpgroup_wait<0>();
@@ -476,19 +479,17 @@ template <typename T, int D, typename IndexT>
 __global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_constant__ Params<T, D, IndexT> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = Traits<T, D>;
-  using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  using EmptyBarrier = cutlass::arch::ClusterBarrier;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::Smem*>(smem_raw);
   if (threadIdx.x == 0) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    Barrier::init(&smem.q_full, 1);
+    FullBarrier::init(&smem.q_full, 1);
     EmptyBarrier::init(&smem.q_empty, kConsumerThreads);
     for (int s = 0; s < Tr::kStages; ++s) {
-      Barrier::init(&smem.k_full[s], 1);
-      Barrier::init(&smem.v_full[s], 1);
+      FullBarrier::init(&smem.k_full[s], 1);
+      FullBarrier::init(&smem.v_full[s], 1);
       EmptyBarrier::init(&smem.k_empty[s], kConsumerThreads);
       EmptyBarrier::init(&smem.v_empty[s], kConsumerThreads);
     }
