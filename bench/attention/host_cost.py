@@ -5,13 +5,15 @@ Wall time per call over back-to-back calls at a tiny shape (B = 4, N = 16, H = 2
 where the GPU finishes each call before the host issues the next: the per-call path from Python
 to the launch. Rows, each a prefix of the public op's path:
   - torch.add_ on a tiny tensor (the floor of any launch);
-  - an empty Triton kernel (Triton's launcher alone);
+  - an empty Triton kernel (Triton's launcher alone), through kernel[grid] and through the cached
+    direct launch the attention launchers use (mymetaops/triton/launch.py);
   - the argument checks (`_check`, Python only);
   - the value-check kernel (its Triton launch);
   - the launcher with the default tiles (config, strides, allocation, one Triton launch);
   - the raw op (torch.ops.mymetaops.*: the custom op's dispatch into Python, checks, both launches);
   - the public wrapper, forward, and forward+backward under autograd;
-  - F.scaled_dot_product_attention on the same rows as one dense batch (a torch op's host cost).
+  - F.scaled_dot_product_attention on the same rows as one dense batch, forward and forward+backward
+    (a torch op's host cost).
 Then the forward and backward of both ops under torch.cuda.set_sync_debug_mode("error").
 
     python bench/attention/host_cost.py [--calls 1000] [--reps 5] [--out PREFIX] [--dry-run]
@@ -47,11 +49,13 @@ def run(args, device, prefix, meta) -> dict:
     from mymetaops.ops import attention as ops_attention
     from mymetaops.ops import dispatch
     from mymetaops.triton import attention_checks, hstu_attention, jagged_attention
+    from mymetaops.triton.launch import Launcher
 
     @triton.jit
     def empty_kernel(x_ptr):
         pass
 
+    empty_launch = Launcher(empty_kernel, {})
     batch, n, heads, dim = SHAPE
     lengths = torch.tensor([n, 1, n // 2, 3])
     offsets = torch.zeros(batch + 1, dtype=torch.int64)
@@ -62,6 +66,8 @@ def run(args, device, prefix, meta) -> dict:
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     grad = torch.ones(total, heads, dim, device=device, dtype=torch.bfloat16)
     dense = torch.randn(batch, heads, n, dim, device=device, dtype=torch.bfloat16)
+    dense_leaves = [dense.clone().requires_grad_() for _ in range(3)]
+    dense_grad = torch.ones_like(dense)
     tiny = torch.zeros(4, device=device)
     ops = torch.ops.mymetaops
     gpu = device.type == "cuda"
@@ -74,6 +80,7 @@ def run(args, device, prefix, meta) -> dict:
     fns = {
         "torch.add_ (tiny)": lambda: tiny.add_(1),
         "empty Triton kernel": lambda: empty_kernel[(1,)](tiny),
+        "empty Triton kernel, cached launch": lambda: empty_launch((1,), device, tiny),
         "hstu: argument checks (_check)": lambda: ops_attention._check("hstu_attention", q, k, v, offsets, n),
         "hstu: launcher, default tiles": lambda: hstu_attention.hstu_attention_fwd(q, k, v, offsets, n, 0.5),
         "hstu: torch.ops.mymetaops.hstu_attention": lambda: ops.hstu_attention(q, k, v, offsets, n, 0.5),
@@ -84,6 +91,8 @@ def run(args, device, prefix, meta) -> dict:
         "softmax fwd+bwd: mymetaops": fwd_bwd(lambda q, k, v: mymetaops.jagged_attention(q, k, v, offsets, n)),
         "torch SDPA (dense, causal)": lambda: torch.nn.functional.scaled_dot_product_attention(
             dense, dense, dense, is_causal=True),
+        "torch SDPA fwd+bwd (dense, causal)": lambda: torch.autograd.grad(
+            torch.nn.functional.scaled_dot_product_attention(*dense_leaves, is_causal=True), dense_leaves, dense_grad),
     }
     if gpu:
         errors = dispatch.error_record(device)

@@ -180,6 +180,14 @@ def problem_of(op: str, q, v, seq_offsets, max_seq_len: int, causal: bool, maske
                             v.shape[2], _TORCH_DTYPES.get(str(q.dtype), "fp32"), bool(causal), bool(masked))
 
 
+def bucket_key(heads: int, dqk: int, dv: int, dtype_id: int, causal: bool, masked: bool, batch: int, max_len: int,
+               total: int) -> tuple:
+    """A problem's bucket: quarter octaves of B + 1, N + 1 and T + 1; the head shape, dtype and
+    masks exactly. From the fields, so the per-call path needs no AttentionProblem."""
+    return (heads, dqk, dv, dtype_id, int(causal), int(masked), math.floor(4 * math.log2(batch + 1)),
+            math.floor(4 * math.log2(max_len + 1)), math.floor(4 * math.log2(total + 1)))
+
+
 class AttentionFamily(Family):
     name = "attention"
     ops = OPS
@@ -269,10 +277,7 @@ class AttentionFamily(Family):
         return [(BACKWARD[op], replace(p, op=BACKWARD[op]))] if op in BACKWARD else []
 
     def bucket_key(self, op, p):
-        """Quarter octaves of B + 1, N + 1 and T + 1; the head shape, dtype and masks exactly."""
-        return (p.heads, p.dqk, p.dv, DTYPE_IDS[p.dtype], int(p.causal), int(p.masked),
-                math.floor(4 * math.log2(p.batch + 1)), math.floor(4 * math.log2(p.max_len + 1)),
-                math.floor(4 * math.log2(p.total + 1)))
+        return bucket_key(p.heads, p.dqk, p.dv, DTYPE_IDS[p.dtype], p.causal, p.masked, p.batch, p.max_len, p.total)
 
     def problem_from_key(self, op, key):
         heads, dqk, dv, dtype, causal, masked, bb, nb, tb = key

@@ -53,26 +53,28 @@ def _triton():
 # ---- argument checks (shapes and dtypes only: nothing read from the device) ---------------------
 
 def _check(name: str, q, k, v, seq_offsets, max_seq_len: int, num_targets=None) -> None:
-    for what, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 3:
-            raise ValueError(f"{name}: {what} must be [total_L, H, D], got shape {tuple(t.shape)}")
-    floats = _FLOATS_CPU if q.device.type == "cpu" else _FLOATS_GPU
-    if q.dtype not in floats or k.dtype != q.dtype or v.dtype != q.dtype:
+    shapes = q.shape, k.shape, v.shape
+    for what, shape in zip("qkv", shapes):
+        if len(shape) != 3:
+            raise ValueError(f"{name}: {what} must be [total_L, H, D], got shape {tuple(shape)}")
+    (qt, qh, qd), (kt, kh, kd), (vt, vh, _) = shapes
+    dtype, device = q.dtype, q.device
+    floats = _FLOATS_CPU if device.type == "cpu" else _FLOATS_GPU
+    if dtype not in floats or k.dtype != dtype or v.dtype != dtype:
         raise TypeError(f"{name}: q, k, v must share one dtype of {', '.join(map(str, floats))}; "
                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not (q.shape[0] == k.shape[0] == v.shape[0]):
-        raise ValueError(f"{name}: q, k, v must have the same rows (total_L), "
-                         f"got {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
-    if not (q.shape[1] == k.shape[1] == v.shape[1]):
-        raise ValueError(f"{name}: q, k, v must have the same heads, got {q.shape[1]}, {k.shape[1]}, {v.shape[1]}")
-    if q.shape[2] != k.shape[2]:
-        raise ValueError(f"{name}: q and k must have the same head dim, got {q.shape[2]} and {k.shape[2]}")
+    if not qt == kt == vt:
+        raise ValueError(f"{name}: q, k, v must have the same rows (total_L), got {qt}, {kt}, {vt}")
+    if not qh == kh == vh:
+        raise ValueError(f"{name}: q, k, v must have the same heads, got {qh}, {kh}, {vh}")
+    if qd != kd:
+        raise ValueError(f"{name}: q and k must have the same head dim, got {qd} and {kd}")
     if seq_offsets.dim() != 1 or seq_offsets.numel() < 1 or seq_offsets.dtype not in _INDEX:
         raise ValueError(f"{name}: seq_offsets must be a 1-D int32 / int64 tensor of B + 1 >= 1 entries, "
                          f"got {seq_offsets.dtype} of shape {tuple(seq_offsets.shape)}")
     for what, t in (("k", k), ("v", v), ("seq_offsets", seq_offsets)):
-        if t.device != q.device:
-            raise ValueError(f"{name}: {what} is on {t.device}, q on {q.device}")
+        if t.device != device:
+            raise ValueError(f"{name}: {what} is on {t.device}, q on {device}")
     if max_seq_len < 0:
         raise ValueError(f"{name}: max_seq_len must be >= 0, got {max_seq_len}")
     if num_targets is not None:
@@ -80,11 +82,17 @@ def _check(name: str, q, k, v, seq_offsets, max_seq_len: int, num_targets=None) 
         if num_targets.dim() != 1 or num_targets.numel() != batch or num_targets.dtype not in _INDEX:
             raise ValueError(f"{name}: num_targets must be a 1-D int32 / int64 tensor of B = {batch} entries, "
                              f"got {num_targets.dtype} of shape {tuple(num_targets.shape)}")
-        if num_targets.device != q.device:
-            raise ValueError(f"{name}: num_targets is on {num_targets.device}, q on {q.device}")
-    for what, t in (("q", q), ("k", k), ("v", v)):
-        if t.shape[0] and t.shape[1] and t.shape[2] and t.stride(2) != 1:
-            raise ValueError(f"{name}: {what}'s last dim must be contiguous (stride 1), got strides {t.stride()}")
+        if num_targets.device != device:
+            raise ValueError(f"{name}: num_targets is on {num_targets.device}, q on {device}")
+    if qt and qh:
+        for what, t in (("q", q), ("k", k), ("v", v)):
+            rows, heads, last = t.stride()
+            if last != 1 and t.shape[2]:
+                raise ValueError(f"{name}: {what}'s last dim must be contiguous (stride 1), got strides {t.stride()}")
+            # The GPU kernels' offsets within a tile are int32 (up to 256 rows of a tile).
+            if device.type != "cpu" and max(rows, heads) * 256 >= 2**31:
+                raise ValueError(f"{name}: {what}'s strides {t.stride()} are too large for the GPU kernels "
+                                 "(row and head strides x 256 must be < 2^31)")
 
 
 def _check_values_cpu(name: str, seq_offsets, num_targets, total: int, max_seq_len: int) -> list[int]:
@@ -240,22 +248,31 @@ def _native_kernels_known(vendor: str) -> bool:
     return bool(built) and built == [row.name for row in model.attention.NATIVE_KERNELS.get(vendor, ())]
 
 
+_DTYPE_IDS = {torch.bfloat16: model.attention.DTYPE_IDS["bf16"], torch.float16: model.attention.DTYPE_IDS["fp16"],
+              torch.float32: model.attention.DTYPE_IDS["fp32"]}
+
+
 @functools.lru_cache(maxsize=4096)
 def _decided(op: str, device_index: int, backend: str, key: tuple):
-    """("native", kernel index) or ("triton", tiles or None = the kernels' defaults) for a bucket of
-    problems, decided once per bucket (as the C++ dispatch does for the other families)."""
+    """("native", kernel index) or ("triton", the kernel's tiles or None = its defaults) for a
+    bucket of problems, decided once per bucket (as the C++ dispatch does for the other families)."""
     family = model.get_family("attention")
     hw = dispatch.hardware(device_index)
     choice = model.decide(op, family.problem_from_key(op, key), hw, backend, _native_kernels_known(hw.vendor)).choice
     c = choice.config
     if choice.backend == "native":
         return "native", c.kernel
-    return "triton", None if c.kernel_defaults else (c.block_m, c.block_n, c.num_warps, c.num_stages)
+    if c.kernel_defaults:
+        return "triton", None
+    checks, hstu, softmax = _triton()
+    tiles = hstu.HstuConfig if op == "hstu_attention" else softmax.AttentionConfig
+    return "triton", tiles(c.block_m, c.block_n, c.num_warps, c.num_stages)
 
 
 def _forward_choice(op, q, v, seq_offsets, max_seq_len, causal, masked=False):
-    problem = model.attention.problem_of(op, q, v, seq_offsets, max_seq_len, causal, masked)
-    key = model.get_family("attention").bucket_key(op, problem)
+    total, heads, dqk = q.shape
+    key = model.attention.bucket_key(heads, dqk, v.shape[2], _DTYPE_IDS[q.dtype], causal, masked,
+                                     seq_offsets.shape[0] - 1, max_seq_len, total)
     return _decided(op, q.device.index, current_backend(), key)
 
 
@@ -269,15 +286,14 @@ def _hstu_forward_gpu(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targ
         return _C._attention_forward_native(q, k, v, seq_offsets, max_seq_len, HSTU_KIND, alpha, causal, config)[0]
     checks, hstu, _ = _triton()
     dispatch.raise_recorded_error(q.device)
-    return hstu.hstu_attention_fwd(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
-                                   contextual_seq_len, None if config is None else hstu.HstuConfig(*config),
-                                   errors=dispatch.error_record(q.device), error_op=checks.OP_HSTU_ATTENTION)
+    return hstu.forward(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                        contextual_seq_len, config, dispatch.error_record(q.device), checks.OP_HSTU_ATTENTION)
 
 
 def _hstu_backward_gpu(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
                        contextual_seq_len):
-    return _triton()[1].hstu_attention_bwd(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal,
-                                           num_targets, max_attn_len, contextual_seq_len)
+    return _triton()[1].backward(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets,
+                                 max_attn_len, contextual_seq_len)
 
 
 def _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale):
@@ -287,13 +303,13 @@ def _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale):
                                             causal, config)
     checks, _, softmax = _triton()
     dispatch.raise_recorded_error(q.device)
-    return softmax.jagged_attention_fwd(q, k, v, seq_offsets, max_seq_len, causal, scale,
-                                        None if config is None else softmax.AttentionConfig(*config),
-                                        errors=dispatch.error_record(q.device), error_op=checks.OP_JAGGED_ATTENTION)
+    return softmax.forward(q, k, v, seq_offsets, max_seq_len, causal, _scale_of(q, scale), config,
+                           dispatch.error_record(q.device), checks.OP_JAGGED_ATTENTION)
 
 
 def _softmax_backward_gpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale):
-    return _triton()[2].jagged_attention_bwd(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale)
+    return _triton()[2].backward(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal,
+                                 _scale_of(q, scale))
 
 
 @torch.library.impl("mymetaops::hstu_attention", "CUDA")

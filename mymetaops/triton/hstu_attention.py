@@ -73,6 +73,7 @@ from triton.language.extra import libdevice
 
 from mymetaops.triton import attention_checks as checks
 from mymetaops.triton.common import check_error_record, grid_chunks
+from mymetaops.triton.launch import Launcher
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -746,6 +747,11 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
 
 
+def _indices(seq_offsets: torch.Tensor, num_targets: torch.Tensor | None):
+    """seq_offsets and num_targets with a unit stride (the kernels index them as arrays)."""
+    return seq_offsets.contiguous(), None if num_targets is None else num_targets.contiguous()
+
+
 def _check_inputs(q, k, v, seq_offsets, num_targets, max_seq_len, grad_out=None):
     for name, t in (("q", q), ("k", k), ("v", v)) + ((("grad_out", grad_out),) if grad_out is not None else ()):
         if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.dtype not in FLOAT_DTYPES:
@@ -776,36 +782,48 @@ def _check_inputs(q, k, v, seq_offsets, num_targets, max_seq_len, grad_out=None)
         raise ValueError(f"max_seq_len must be an int >= 0, got {max_seq_len!r}")
 
 
-def _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len, contextual_seq_len,
-                 dqk, dv, config):
-    B, H = seq_offsets.numel() - 1, q.shape[1]
-    scalars = (q.shape[0], B, H, max_seq_len, int(max_attn_len), int(contextual_seq_len), float(alpha),
-               1.0 / max(max_seq_len, 1))
-    constexprs = dict(CAUSAL=bool(causal), HAS_TARGETS=num_targets is not None, HAS_WINDOW=max_attn_len > 0,
-                      HAS_CONTEXT=contextual_seq_len > 0, DQK=dqk, DV=dv, BLOCK_DQK=_block_d(dqk),
-                      BLOCK_DV=_block_d(dv), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-                      IEEE=q.dtype == torch.float32, SIGMOID=_sigmoid_form(q.device, q.dtype),
-                      num_warps=config.num_warps, num_stages=config.num_stages)
-    return scalars, constexprs
-
-
-def _sigmoid_form(device: torch.device, dtype: torch.dtype) -> str:
+def _sigmoid_form(device_type: str, dtype: torch.dtype) -> str:
     """How the kernels form sigmoid (_sigmoid): tanh.approx on NVIDIA GPUs for fp16 / bf16 operands
     (fp32 ones keep fp32 accuracy), an approximate reciprocal on AMD GPUs, a division under the
     interpreter (it runs no inline assembly or extern calls, whatever the tensors' device)."""
-    if device.type != "cuda" or not isinstance(_hstu_fwd_kernel, triton.runtime.JITFunction):
+    if device_type != "cuda" or not isinstance(_hstu_fwd_kernel, triton.runtime.JITFunction):
         return "div"
     if torch.version.hip is not None:
         return "rcp"
     return "div" if dtype == torch.float32 else "tanh"
 
 
-def _launch(kernel, args, scalars, constexprs, num_blocks: int, programs_per_block: int, device) -> None:
-    """kernel[grid](*args, *scalars, program_base, group_size, **constexprs) over num_blocks x B x H
-    programs (attention_checks.grid_position's order), in as many launches as the runtime needs."""
+@functools.lru_cache(maxsize=None)
+def _launcher(kernel, device_type: str, dtype: torch.dtype, dqk: int, dv: int, causal: bool, has_targets: bool,
+              has_window: bool, has_context: bool, config: HstuConfig, check: bool | None = None) -> Launcher:
+    """The launch plan of one kernel for one head shape, dtype, mask and tiles (check: the
+    forward's CHECK; None for the backward kernels, which have none)."""
+    meta = dict(CAUSAL=bool(causal), HAS_TARGETS=has_targets, HAS_WINDOW=has_window, HAS_CONTEXT=has_context,
+                DQK=dqk, DV=dv, BLOCK_DQK=_block_d(dqk), BLOCK_DV=_block_d(dv), BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n, IEEE=dtype == torch.float32, SIGMOID=_sigmoid_form(device_type, dtype),
+                num_warps=config.num_warps, num_stages=config.num_stages)
+    if check is not None:
+        meta["CHECK"] = check
+    return Launcher(kernel, meta)
+
+
+def _plan(kernel, q, dv: int, causal, num_targets, max_attn_len, contextual_seq_len, config, check=None):
+    return _launcher(kernel, q.device.type, q.dtype, q.shape[2], dv, bool(causal), num_targets is not None,
+                     max_attn_len > 0, contextual_seq_len > 0, config, check)
+
+
+def _launch(launcher: Launcher, num_blocks: int, pairs: int, device, args: tuple, scalars: tuple) -> None:
+    """launcher(*args, *scalars, program_base, group_size) over num_blocks x pairs programs
+    (attention_checks.grid_position's order), in as many launches as the runtime needs."""
     group = checks.group_size(device, num_blocks)
-    for base, count in grid_chunks(num_blocks * programs_per_block, device, constexprs["num_warps"]):
-        kernel[(count,)](*args, *scalars, base, group, **constexprs)
+    for base, count in grid_chunks(num_blocks * pairs, device, launcher.meta["num_warps"]):
+        launcher((count,), device, *args, *scalars, base, group)
+
+
+def _scalars(total: int, batch: int, heads: int, max_seq_len: int, alpha, max_attn_len: int,
+             contextual_seq_len: int) -> tuple:
+    return (total, batch, heads, max_seq_len, int(max_attn_len), int(contextual_seq_len), float(alpha),
+            1.0 / max(max_seq_len, 1))
 
 
 def _is_masked(num_targets, max_attn_len: int, contextual_seq_len: int) -> bool:
@@ -821,23 +839,31 @@ def hstu_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_of
     num_targets are checked by the same launch (attention_checks), a bad one recorded with `error_op`."""
     _check_inputs(q, k, v, seq_offsets, num_targets, max_seq_len)
     check_error_record(errors, q.device)
-    q, k, v = _rows(q), _rows(k), _rows(v)
+    return forward(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len, contextual_seq_len,
+                   None if config is None else _check_config(config), errors, error_op)
+
+
+def forward(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len, contextual_seq_len,
+            config: HstuConfig | None, errors, error_op: int) -> torch.Tensor:
+    """hstu_attention_fwd after its argument checks (the ops layer checks them once, itself)."""
+    q, k, v, seq_offsets, num_targets = _rows(q), _rows(k), _rows(v), *_indices(seq_offsets, num_targets)
     total, H, dqk = q.shape
     dv = v.shape[2]
     out = torch.empty((total, H, dv), dtype=q.dtype, device=q.device)
-    if total == 0 or seq_offsets.numel() == 1 or max_seq_len == 0:  # no forward program has work
+    batch = seq_offsets.shape[0] - 1
+    if total == 0 or batch == 0 or max_seq_len == 0:  # no forward program has work
         if errors is not None:
             checks.check_values(seq_offsets, num_targets, total, max_seq_len, error_op, errors)
         return out.zero_()
-    masked = _is_masked(num_targets, max_attn_len, contextual_seq_len)
-    config = _check_config(config if config is not None else default_config(dqk, dv, q.dtype, kernel="fwd",
-                                                                             masked=masked))
-    scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
-                                       contextual_seq_len, dqk, dv, config)
-    args = (q, k, v, out, seq_offsets, num_targets, errors, error_op,
-            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1))
-    _launch(_hstu_fwd_kernel, args, scalars, dict(constexprs, CHECK=errors is not None),
-            triton.cdiv(max_seq_len, config.block_m), (seq_offsets.numel() - 1) * H, q.device)
+    if config is None:
+        config = default_config(dqk, dv, q.dtype, kernel="fwd",
+                                masked=_is_masked(num_targets, max_attn_len, contextual_seq_len))
+    launcher = _plan(_hstu_fwd_kernel, q, dv, causal, num_targets, max_attn_len, contextual_seq_len, config,
+                     errors is not None)
+    (qm, qh, _), (km, kh, _), (vm, vh, _), (om, oh, _) = q.stride(), k.stride(), v.stride(), out.stride()
+    _launch(launcher, triton.cdiv(max_seq_len, config.block_m), batch * H, q.device,
+            (q, k, v, out, seq_offsets, num_targets, errors, error_op, qm, qh, km, kh, vm, vh, om, oh),
+            _scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len))
     return out
 
 
@@ -850,7 +876,17 @@ def hstu_attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
     config: None (each kernel's default), one HstuConfig for both kernels, or a pair
     (dk/dv kernel's, dq kernel's)."""
     _check_inputs(q, k, v, seq_offsets, num_targets, max_seq_len, grad_out)
+    if config is not None:
+        config = tuple(map(_check_config, (config, config) if not isinstance(config, tuple) else config))
+    return backward(grad_out, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                    contextual_seq_len, config)
+
+
+def backward(grad_out, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+             contextual_seq_len, config: tuple[HstuConfig, HstuConfig] | None = None):
+    """hstu_attention_bwd after its argument checks; config: None or the (dk/dv, dq) pair."""
     q, k, v, grad_out = _rows(q), _rows(k), _rows(v), _rows(grad_out)
+    seq_offsets, num_targets = _indices(seq_offsets, num_targets)
     total, H, dqk = q.shape
     dv_dim = v.shape[2]
     dq = torch.empty((total, H, dqk), dtype=q.dtype, device=q.device)
@@ -858,24 +894,21 @@ def hstu_attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
     dv = torch.empty((total, H, dv_dim), dtype=q.dtype, device=q.device)
     if total == 0:
         return dq, dk, dv
-    if seq_offsets.numel() == 1 or max_seq_len == 0:
+    batch = seq_offsets.shape[0] - 1
+    if batch == 0 or max_seq_len == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
     if config is None:
         masked = _is_masked(num_targets, max_attn_len, contextual_seq_len)
         config = tuple(default_config(dqk, dv_dim, q.dtype, kernel=kernel, masked=masked) for kernel in ("dkdv", "dq"))
-    dkdv_config, dq_config = (config, config) if not isinstance(config, tuple) else config
-    dkdv_config, dq_config = _check_config(dkdv_config), _check_config(dq_config)
-    inputs = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-              grad_out.stride(0), grad_out.stride(1))
-    pairs = (seq_offsets.numel() - 1) * H
-    scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
-                                       contextual_seq_len, dqk, dv_dim, dkdv_config)
-    _launch(_hstu_bwd_dkdv_kernel, (q, k, v, grad_out, dk, dv, seq_offsets, num_targets, *inputs, dk.stride(0),
-                                    dk.stride(1), dv.stride(0), dv.stride(1)),
-            scalars, constexprs, triton.cdiv(max_seq_len, dkdv_config.block_n), pairs, q.device)
-    scalars, constexprs = _launch_args(q, seq_offsets, num_targets, max_seq_len, alpha, causal, max_attn_len,
-                                       contextual_seq_len, dqk, dv_dim, dq_config)
-    _launch(_hstu_bwd_dq_kernel, (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dq.stride(0),
-                                  dq.stride(1)),
-            scalars, constexprs, triton.cdiv(max_seq_len, dq_config.block_m), pairs, q.device)
+    dkdv_config, dq_config = config
+    (qm, qh, _), (km, kh, _), (vm, vh, _), (gm, gh, _) = q.stride(), k.stride(), v.stride(), grad_out.stride()
+    inputs = (qm, qh, km, kh, vm, vh, gm, gh)
+    scalars = _scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len)
+    (dkm, dkh, _), (dvm, dvh, _), (dqm, dqh, _) = dk.stride(), dv.stride(), dq.stride()
+    _launch(_plan(_hstu_bwd_dkdv_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len,
+                  dkdv_config), triton.cdiv(max_seq_len, dkdv_config.block_n), batch * H, q.device,
+            (q, k, v, grad_out, dk, dv, seq_offsets, num_targets, *inputs, dkm, dkh, dvm, dvh), scalars)
+    _launch(_plan(_hstu_bwd_dq_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len, dq_config),
+            triton.cdiv(max_seq_len, dq_config.block_m), batch * H, q.device,
+            (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dqm, dqh), scalars)
     return dq, dk, dv

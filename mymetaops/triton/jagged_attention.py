@@ -67,6 +67,7 @@ import triton.language as tl
 
 from mymetaops.triton import attention_checks as checks
 from mymetaops.triton.common import check_error_record, grid_chunks
+from mymetaops.triton.launch import Launcher
 
 LOG2E = 1.4426950408889634
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -585,14 +586,33 @@ def _inputs(q, k, v, seq_offsets, max_seq_len, scale):
         raise ValueError(f"H, Dqk and Dv must be >= 1, got q {tuple(q.shape)}, v {tuple(v.shape)}")
     if scale is None:
         scale = 1.0 / math.sqrt(dqk)
-    return q, k, v, seq_offsets.contiguous(), float(scale)
+    return q, k, v, seq_offsets, float(scale)
 
 
-def _launch_common(config: AttentionConfig, causal: bool, dtype: torch.dtype, dqk: int, dv: int) -> dict:
-    _check_config(config)
-    return dict(CAUSAL=bool(causal), IEEE=dtype == torch.float32, DQK=dqk, DV=dv, BLOCK_M=config.block_m,
+@functools.lru_cache(maxsize=None)
+def _launcher(kernel, causal: bool, dtype: torch.dtype, dqk: int, dv: int, config: AttentionConfig,
+              check: bool | None = None) -> Launcher:
+    """The launch plan of one kernel for one head shape, dtype, mask and tiles (check: the
+    forward's CHECK; None for the backward kernels, which have none)."""
+    meta = dict(CAUSAL=bool(causal), IEEE=dtype == torch.float32, DQK=dqk, DV=dv, BLOCK_M=config.block_m,
                 BLOCK_N=config.block_n, BLOCK_DQK=_block_d(dqk), BLOCK_DV=_block_d(dv), num_warps=config.num_warps,
                 num_stages=config.num_stages)
+    if check is not None:
+        meta["CHECK"] = check
+    return Launcher(kernel, meta)
+
+
+@functools.lru_cache(maxsize=None)
+def _preprocess_launcher(dv: int, block_r: int) -> Launcher:
+    return Launcher(_bwd_preprocess_kernel, dict(DV=dv, BLOCK_R=block_r, BLOCK_DV=_block_d(dv), num_warps=4))
+
+
+def _launch(launcher: Launcher, num_blocks: int, pairs: int, device, args: tuple, scalars: tuple) -> None:
+    """launcher(*args, num_blocks, program_base, group_size, *scalars) over num_blocks x pairs
+    programs (attention_checks.grid_position's order), in as many launches as the runtime needs."""
+    group = checks.group_size(device, num_blocks)
+    for base, count in grid_chunks(num_blocks * pairs, device, launcher.meta["num_warps"]):
+        launcher((count,), device, *args, num_blocks, base, group, *scalars)
 
 
 def jagged_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor,
@@ -604,12 +624,22 @@ def jagged_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_
     by the same launch (attention_checks), a bad one recorded with `error_op`."""
     q, k, v, seq_offsets, scale = _inputs(q, k, v, seq_offsets, max_seq_len, scale)
     check_error_record(errors, q.device)
+    if config is not None:
+        _check_config(config)
+    return forward(q, k, v, seq_offsets, max_seq_len, causal, scale, config, errors, error_op)
+
+
+def forward(q, k, v, seq_offsets, max_seq_len: int, causal: bool, scale: float, config: AttentionConfig | None,
+            errors, error_op: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """jagged_attention_fwd after its argument checks (the ops layer checks them once, itself);
+    q, k, v with a unit last stride, scale a float."""
+    seq_offsets = seq_offsets.contiguous()
     total, heads, dqk = q.shape
-    dv = v.size(2)
+    dv = v.shape[2]
     device, dtype = q.device, q.dtype
     out = _new_output((total, heads, dv), dtype, device)
     lse = _new_output((heads, total), torch.float32, device)
-    batch = seq_offsets.numel() - 1
+    batch = seq_offsets.shape[0] - 1
     if total == 0 or batch == 0:  # no program: every row (if any) is outside
         if errors is not None:
             checks.check_values(seq_offsets, None, total, max_seq_len, error_op, errors)
@@ -617,15 +647,11 @@ def jagged_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_
         lse.zero_()
         return out, lse
     config = config or default_config(dqk, dv, dtype, "fwd")
-    meta = _launch_common(config, causal, dtype, dqk, dv)
     num_m = max(1, triton.cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing and checks need a program
-    group = checks.group_size(device, num_m)
-    for base, count in grid_chunks(batch * heads * num_m, device, config.num_warps):
-        _jagged_attn_fwd_kernel[(count,)](
-            q, k, v, seq_offsets, out, lse, errors, error_op,
-            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0),
-            out.stride(1), total, max_seq_len, heads, batch, num_m, base, group, scale * LOG2E,
-            CHECK=errors is not None, **meta)
+    (qm, qh, _), (km, kh, _), (vm, vh, _), (om, oh, _) = q.stride(), k.stride(), v.stride(), out.stride()
+    _launch(_launcher(_jagged_attn_fwd_kernel, causal, dtype, dqk, dv, config, errors is not None), num_m,
+            batch * heads, device, (q, k, v, seq_offsets, out, lse, errors, error_op, qm, qh, km, kh, vm, vh, om, oh,
+                                    total, max_seq_len, heads, batch), (scale * LOG2E,))
     return out, lse
 
 
@@ -641,17 +667,31 @@ def jagged_attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tenso
     q, k, v, seq_offsets, scale = _inputs(q, k, v, seq_offsets, max_seq_len, scale)
     total, heads, dqk = q.shape
     dv_dim = v.size(2)
-    device, dtype = q.device, q.dtype
+    dtype, device = q.dtype, q.device
     grad_out = _rows(grad_out, "grad_out", dtype, device, (total, heads, dv_dim))
     out = _rows(out, "out", dtype, device, (total, heads, dv_dim))
     if (not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or tuple(lse.shape) != (heads, total)
             or lse.device != device):
         raise ValueError(f"lse must be a float32 [{heads}, {total}] tensor on {device}")
-    lse = lse.contiguous()
+    for c in (config, dq_config):
+        if c is not None:
+            _check_config(c)
+    return backward(grad_out, q, k, v, out, lse.contiguous(), seq_offsets, max_seq_len, causal, scale, config,
+                    dq_config or config)
+
+
+def backward(grad_out, q, k, v, out, lse, seq_offsets, max_seq_len: int, causal: bool, scale: float,
+             config: AttentionConfig | None = None, dq_config: AttentionConfig | None = None):
+    """jagged_attention_bwd after its argument checks: every tensor with a unit last stride, lse
+    contiguous, scale a float; config / dq_config None for the defaults."""
+    seq_offsets = seq_offsets.contiguous()
+    total, heads, dqk = q.shape
+    dv_dim = v.shape[2]
+    device, dtype = q.device, q.dtype
     dq = _new_output(q.shape, dtype, device)
     dk = _new_output(k.shape, dtype, device)
     dv = _new_output(v.shape, dtype, device)
-    batch = seq_offsets.numel() - 1
+    batch = seq_offsets.shape[0] - 1
     if total == 0:
         return dq, dk, dv
     if batch == 0:
@@ -659,31 +699,26 @@ def jagged_attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tenso
             t.zero_()
         return dq, dk, dv
     dkdv_config = config or default_config(dqk, dv_dim, dtype, "dkdv")
-    dq_config = dq_config or config or default_config(dqk, dv_dim, dtype, "dq")
+    dq_config = dq_config or default_config(dqk, dv_dim, dtype, "dq")
 
     delta = _new_output((heads, total), torch.float32, device)
     block_r = 64 if _block_d(dv_dim) <= 128 else 32
-    _bwd_preprocess_kernel[(triton.cdiv(total, block_r), heads)](
-        out, grad_out, delta, out.stride(0), out.stride(1), grad_out.stride(0), grad_out.stride(1), total,
-        DV=dv_dim, BLOCK_R=block_r, BLOCK_DV=_block_d(dv_dim), num_warps=4)
+    (om, oh, _), (gm, gh, _) = out.stride(), grad_out.stride()
+    _preprocess_launcher(dv_dim, block_r)((triton.cdiv(total, block_r), heads), device, out, grad_out, delta, om, oh,
+                                          gm, gh, total)
 
-    strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), grad_out.stride(0),
-               grad_out.stride(1))
-    meta = _launch_common(dkdv_config, causal, dtype, dqk, dv_dim)
-    num_n = max(1, triton.cdiv(max_seq_len, dkdv_config.block_n))
-    group = checks.group_size(device, num_n)
-    for base, count in grid_chunks(batch * heads * num_n, device, dkdv_config.num_warps):
-        _jagged_attn_bwd_dkdv_kernel[(count,)](
-            q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides,
-            dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
-            total, max_seq_len, heads, batch, num_n, base, group, scale * LOG2E, scale, **meta)
-    meta = _launch_common(dq_config, causal, dtype, dqk, dv_dim)
-    num_m = max(1, triton.cdiv(max_seq_len, dq_config.block_m))
-    group = checks.group_size(device, num_m)
-    for base, count in grid_chunks(batch * heads * num_m, device, dq_config.num_warps):
-        _jagged_attn_bwd_dq_kernel[(count,)](
-            q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dq.stride(0), dq.stride(1),
-            total, max_seq_len, heads, batch, num_m, base, group, scale * LOG2E, scale, **meta)
+    (qm, qh, _), (km, kh, _), (vm, vh, _) = q.stride(), k.stride(), v.stride()
+    strides = (qm, qh, km, kh, vm, vh, gm, gh)
+    scalars = (scale * LOG2E, scale)
+    (dkm, dkh, _), (dvm, dvh, _), (dqm, dqh, _) = dk.stride(), dv.stride(), dq.stride()
+    _launch(_launcher(_jagged_attn_bwd_dkdv_kernel, causal, dtype, dqk, dv_dim, dkdv_config),
+            max(1, triton.cdiv(max_seq_len, dkdv_config.block_n)), batch * heads, device,
+            (q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides, dkm, dkh, dvm, dvh, total, max_seq_len,
+             heads, batch), scalars)
+    _launch(_launcher(_jagged_attn_bwd_dq_kernel, causal, dtype, dqk, dv_dim, dq_config),
+            max(1, triton.cdiv(max_seq_len, dq_config.block_m)), batch * heads, device,
+            (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total, max_seq_len, heads, batch),
+            scalars)
     return dq, dk, dv
 
 
