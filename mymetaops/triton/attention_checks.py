@@ -48,7 +48,7 @@ def group_size(device: torch.device, num_blocks: int) -> int:
     sms = INTERPRETER_SMS
     if device.type == "cuda":
         sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-    return max(1, triton.cdiv(GROUP_WAVES * sms, num_blocks))
+    return max(1, common.cdiv(GROUP_WAVES * sms, num_blocks))
 
 
 @triton.jit
@@ -153,6 +153,6 @@ def check_values(seq_offsets: torch.Tensor, num_targets: torch.Tensor | None, to
     `errors`. For the calls where no forward program runs (see the module docstring)."""
     batch = seq_offsets.numel() - 1
     targets = num_targets if num_targets is not None else seq_offsets
-    _check_kernel[(triton.cdiv(batch + 1, BLOCK),)](
+    _check_kernel[(common.cdiv(batch + 1, BLOCK),)](
         seq_offsets, targets, errors, batch, total, max_seq_len, op,
         HAS_TARGETS=num_targets is not None, BLOCK=BLOCK)

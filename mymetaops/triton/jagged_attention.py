@@ -66,7 +66,7 @@ import triton
 import triton.language as tl
 
 from mymetaops.triton import attention_checks as checks
-from mymetaops.triton.common import check_error_record, grid_chunks
+from mymetaops.triton.common import cdiv, check_error_record, grid_chunks
 from mymetaops.triton.launch import Launcher
 
 LOG2E = 1.4426950408889634
@@ -647,7 +647,7 @@ def forward(q, k, v, seq_offsets, max_seq_len: int, causal: bool, scale: float, 
         lse.zero_()
         return out, lse
     config = config or default_config(dqk, dv, dtype, "fwd")
-    num_m = max(1, triton.cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing and checks need a program
+    num_m = max(1, cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing and checks need a program
     (qm, qh, _), (km, kh, _), (vm, vh, _), (om, oh, _) = q.stride(), k.stride(), v.stride(), out.stride()
     _launch(_launcher(_jagged_attn_fwd_kernel, causal, dtype, dqk, dv, config, errors is not None), num_m,
             batch * heads, device, (q, k, v, seq_offsets, out, lse, errors, error_op, qm, qh, km, kh, vm, vh, om, oh,
@@ -704,7 +704,7 @@ def backward(grad_out, q, k, v, out, lse, seq_offsets, max_seq_len: int, causal:
     delta = _new_output((heads, total), torch.float32, device)
     block_r = 64 if _block_d(dv_dim) <= 128 else 32
     (om, oh, _), (gm, gh, _) = out.stride(), grad_out.stride()
-    _preprocess_launcher(dv_dim, block_r)((triton.cdiv(total, block_r), heads), device, out, grad_out, delta, om, oh,
+    _preprocess_launcher(dv_dim, block_r)((cdiv(total, block_r), heads), device, out, grad_out, delta, om, oh,
                                           gm, gh, total)
 
     (qm, qh, _), (km, kh, _), (vm, vh, _) = q.stride(), k.stride(), v.stride()
@@ -712,11 +712,11 @@ def backward(grad_out, q, k, v, out, lse, seq_offsets, max_seq_len: int, causal:
     scalars = (scale * LOG2E, scale)
     (dkm, dkh, _), (dvm, dvh, _), (dqm, dqh, _) = dk.stride(), dv.stride(), dq.stride()
     _launch(_launcher(_jagged_attn_bwd_dkdv_kernel, causal, dtype, dqk, dv_dim, dkdv_config),
-            max(1, triton.cdiv(max_seq_len, dkdv_config.block_n)), batch * heads, device,
+            max(1, cdiv(max_seq_len, dkdv_config.block_n)), batch * heads, device,
             (q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides, dkm, dkh, dvm, dvh, total, max_seq_len,
              heads, batch), scalars)
     _launch(_launcher(_jagged_attn_bwd_dq_kernel, causal, dtype, dqk, dv_dim, dq_config),
-            max(1, triton.cdiv(max_seq_len, dq_config.block_m)), batch * heads, device,
+            max(1, cdiv(max_seq_len, dq_config.block_m)), batch * heads, device,
             (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total, max_seq_len, heads, batch),
             scalars)
     return dq, dk, dv
