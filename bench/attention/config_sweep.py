@@ -3,7 +3,7 @@ the launchers (mymetaops/triton/hstu_attention.py, jagged_attention.py), beside 
 and the public op (whose gap to the launcher is the per-call host cost). What the defaults and the
 model's tile costs are chosen from; not a timed test.
 
-    python bench/attention/config_sweep.py [--out PREFIX] [--budget-s 120]
+    python bench/attention/config_sweep.py [--out PREFIX] [--budget-s 120] [--forward-only]
 """
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from attention_table import ALPHA, SHAPES, make_inputs, useful_flops  # noqa: E4
 from bench_common import add_device_arguments, close_report, median_us, open_report, short_error  # noqa: E402
 
 # (block_m, block_n, num_warps, num_stages) forward candidates per head dim.
-FWD = {64: [(128, 128, 8, 3), (128, 64, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 128, 4, 2)],
+# The 64-row tiles with fewer or narrower stages take less shared memory (more programs per SM for
+# the short-sequence shapes, whose programs are latency-bound).
+FWD = {64: [(128, 128, 8, 3), (128, 64, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 128, 4, 2),
+            (64, 64, 4, 2), (64, 32, 4, 2), (32, 64, 4, 2), (32, 32, 2, 2)],
        128: [(128, 64, 8, 3), (128, 64, 4, 3), (128, 128, 8, 2), (128, 32, 4, 3), (64, 64, 4, 3), (128, 64, 8, 2),
-             (64, 128, 4, 2)]}
+             (64, 128, 4, 2), (64, 64, 4, 2), (64, 32, 4, 2), (64, 32, 4, 3), (32, 64, 4, 2)]}
 # (dk/dv config, dq config) backward candidates per op and head dim, beside the defaults: the old
 # defaults, the fastest of the 2026-12-02 sweep (which spill on Triton 3.8: the reference to
 # beat) and tiles that compile without spills on Triton 3.8 (scripts/check_triton_targets.py).
@@ -48,6 +51,7 @@ def add_arguments(parser):
     parser.add_argument("--budget-s", type=float, default=120.0,
                         help="wall time for all measurements, JIT compiles included (default 120): the backward "
                              "candidates go first, a measurement is started only within the budget")
+    parser.add_argument("--forward-only", action="store_true", help="skip the backward candidates")
 
 
 def run(args, device, prefix, meta) -> dict:
@@ -75,7 +79,7 @@ def run(args, device, prefix, meta) -> dict:
         # Dry run (CPU): one candidate per op, the plumbing only.
         candidates = {op: BWD.get((op, dim), []) if device.type == "cuda" else BWD[op, 128][:1]
                       for op in ("hstu", "softmax")}
-        if (index not in BWD_SHAPES and device.type == "cuda") or not any(candidates.values()):
+        if (index not in BWD_SHAPES and device.type == "cuda") or not any(candidates.values()) or args.forward_only:
             continue
         _, offsets, q, k, v = inputs[shape]
         grad = torch.randn_like(q)
