@@ -416,6 +416,11 @@ def _eager_gpu(*tensors) -> bool:
             and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._are_functorch_transforms_active())
 
 
+def _needs_grad(q, k, v) -> bool:
+    """Whether autograd records the call (without it, the autograd.Function's ~10 us are saved)."""
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
 class _EagerHstu(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len, contextual_seq_len):
@@ -466,8 +471,8 @@ def hstu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offset
     num_targets values at once on a GPU (one stream sync); otherwise the next call does."""
     if _eager_gpu(q, k, v, seq_offsets):
         _check("hstu_attention", q, k, v, seq_offsets, max_seq_len, num_targets)
-        out = _EagerHstu.apply(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
-                               contextual_seq_len)
+        forward = _EagerHstu.apply if _needs_grad(q, k, v) else _hstu_forward_gpu
+        out = forward(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len, contextual_seq_len)
     else:
         out = _ops.hstu_attention(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
                                   contextual_seq_len)
@@ -494,7 +499,10 @@ def jagged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offs
     Differentiable in q, k, v. validate as in hstu_attention."""
     if _eager_gpu(q, k, v, seq_offsets):
         _check("jagged_attention", q, k, v, seq_offsets, max_seq_len)
-        out = _EagerSoftmax.apply(q, k, v, seq_offsets, max_seq_len, causal, scale)
+        if _needs_grad(q, k, v):
+            out = _EagerSoftmax.apply(q, k, v, seq_offsets, max_seq_len, causal, scale)
+        else:
+            out = _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale)[0]
     else:
         out, _ = _ops.jagged_attention(q, k, v, seq_offsets, max_seq_len, causal, scale)
     return _strict(out, validate)

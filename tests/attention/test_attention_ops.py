@@ -276,6 +276,22 @@ def test_gpu_cached_launches_match_the_reference(case, monkeypatch):
 
 
 @pytest.mark.gpu
+def test_gpu_calls_without_autograd_match():
+    """Under no_grad (or on leaves without requires_grad) the wrappers skip the autograd.Function:
+    the same kernels, so the same bits."""
+    lengths, max_len, heads, dqk, dv, _ = GPU_CASES[-5]
+    q, k, v = _inputs(lengths, heads, dqk, dv, torch.bfloat16, "cuda", 33)
+    offsets = _offsets(lengths, device="cuda")
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    for op, args in ((mymetaops.hstu_attention, (offsets, max_len, 0.5)), (mymetaops.jagged_attention, (offsets, max_len))):
+        with_grad = op(*leaves, *args)
+        assert with_grad.requires_grad
+        with torch.no_grad():
+            assert torch.equal(op(*leaves, *args), with_grad)
+        assert torch.equal(op(q, k, v, *args), with_grad)
+
+
+@pytest.mark.gpu
 def test_gpu_non_contiguous_q():
     _run_hstu_case(GPU_CASES[-5], torch.bfloat16, "cuda", torch.int64, seed=23, strided=True)
     _run_softmax_case(GPU_CASES[-5], torch.bfloat16, "cuda", torch.int64, seed=23, strided=True, scale=0.1)
