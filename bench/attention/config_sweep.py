@@ -79,7 +79,7 @@ def run(args, device, prefix, meta) -> dict:
         # Dry run (CPU): one candidate per op, the plumbing only.
         candidates = {op: BWD.get((op, dim), []) if device.type == "cuda" else BWD[op, 128][:1]
                       for op in ("hstu", "softmax")}
-        if (index not in BWD_SHAPES and device.type == "cuda") or not any(candidates.values()) or args.forward_only:
+        if args.forward_only or (index not in BWD_SHAPES and device.type == "cuda") or not any(candidates.values()):
             continue
         _, offsets, q, k, v = inputs[shape]
         grad = torch.randn_like(q)

@@ -283,7 +283,8 @@ def test_gpu_calls_without_autograd_match():
     q, k, v = _inputs(lengths, heads, dqk, dv, torch.bfloat16, "cuda", 33)
     offsets = _offsets(lengths, device="cuda")
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    for op, args in ((mymetaops.hstu_attention, (offsets, max_len, 0.5)), (mymetaops.jagged_attention, (offsets, max_len))):
+    for op, args in ((mymetaops.hstu_attention, (offsets, max_len, 0.5)),
+                     (mymetaops.jagged_attention, (offsets, max_len))):
         with_grad = op(*leaves, *args)
         assert with_grad.requires_grad
         with torch.no_grad():
