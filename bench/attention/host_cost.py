@@ -80,7 +80,7 @@ def run(args, device, prefix, meta) -> dict:
     fns = {
         "torch.add_ (tiny)": lambda: tiny.add_(1),
         "empty Triton kernel": lambda: empty_kernel[(1,)](tiny),
-        "empty Triton kernel, cached launch": lambda: empty_launch((1,), device, tiny),
+        "empty Triton kernel, cached launch": lambda: empty_launch((1,), tiny.device, tiny),
         "hstu: argument checks (_check)": lambda: ops_attention._check("hstu_attention", q, k, v, offsets, n),
         "hstu: launcher, default tiles": lambda: hstu_attention.hstu_attention_fwd(q, k, v, offsets, n, 0.5),
         "hstu: torch.ops.mymetaops.hstu_attention": lambda: ops.hstu_attention(q, k, v, offsets, n, 0.5),

@@ -51,6 +51,13 @@ def _key_function(args: tuple):
     return namespace["key"]
 
 
+def _hooked() -> bool:
+    """Whether a launch hook is set: Triton 3.6 and 3.8 keep a HookChain (never None), whose calls
+    list is empty until a profiler adds one."""
+    hook = knobs.runtime.launch_enter_hook
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 class Launcher:
     """`kernel[grid](*args, **meta)` for one kernel and one meta (its constexprs and the num_warps /
     num_stages options); grid: 1 to 3 ints; args: the runtime arguments, positional, in the kernel's
@@ -70,12 +77,14 @@ class Launcher:
             return self.kernel[grid](*args, **self.meta)
 
     def __call__(self, grid: tuple, device: torch.device, *args) -> None:
-        if not self._direct or knobs.runtime.launch_enter_hook is not None:
+        if not self._direct or _hooked():
             self.kernel[grid](*args, **self.meta)
             return
         if self._key is None:
             self._key = _key_function(args)
         index = device.index
+        if index is None:
+            index = torch.cuda.current_device()
         try:
             key = (index, self._key(*args))
         except (AttributeError, TypeError):  # an argument of another kind than the first call's

@@ -66,3 +66,23 @@ def test_launcher_matches_the_jit_launch():
                 run((triton.cdiv(n, 128),), device, x, y, n, 2.0, 0.25)
                 torch.testing.assert_close(y, x * 2.0 + 0.25)
     assert len(run._compiled) >= 4  # aligned / misaligned / n == 1 / fp16 got kernels of their own
+
+
+@pytest.mark.gpu
+def test_launch_hooks_take_the_jit_path():
+    """A profiler's launch hook sees every launch: with one set, the cache is bypassed."""
+    from triton import knobs
+    run = launch.Launcher(_axpb, dict(BLOCK=128, num_warps=4))
+    device = torch.device("cuda", torch.cuda.current_device())
+    x = torch.randn(100, device=device)
+    seen = []
+    hook = knobs.runtime.launch_enter_hook
+    if not hasattr(hook, "add"):
+        pytest.skip("this Triton has no launch hook chain")
+    hook.add(seen.append)
+    try:
+        for _ in range(3):
+            run((1,), device, x, torch.empty_like(x), 100, 1.0, 0.0)
+    finally:
+        hook.remove(seen.append)
+    assert len(seen) == 3 and not run._compiled
