@@ -50,10 +50,11 @@ MASKED_EXCLUDED = TritonAttentionConfig(64, 64, 4, 3)
 # 2.5x the forward FLOPs at B32 N4096 H4 D128.
 BACKWARD_EFFICIENCY = {HSTU_BACKWARD: 161 / 989, SOFTMAX_BACKWARD: 164 / 989}
 DEFAULT_EFFICIENCY = 0.25  # [A] AMD, D > 128, fp32: no measurement
-# The public wrapper's host path per call beyond its launches: [M] forward ~150 us through the
-# Triton launcher (60-105 us of it the launcher's own, bench/attention/NOTES.md run 6), backward 150
-# (run 1); ~40 us for a native launch from C++ (run 4, a tiny shape).
-HOST_US = {"forward": 150.0, "backward": 150.0, "native": 40.0}
+# The public wrapper's host path per call, its launches included: [M] forward 50 us through the
+# cached Triton launches, backward 280 (fwd+bwd 330 less the forward; the autograd engine's share
+# of that is ~155 us, SDPA's fwd+bwd less its forward), bench/attention/NOTES.md run 7; ~40 us for a
+# native launch from C++ (run 4, a tiny shape, before the shared part of the path got cheaper).
+HOST_US = {"forward": 50.0, "backward": 280.0, "native": 40.0}
 KERNEL_DEFAULTS = TritonAttentionConfig()  # the kernels' default_config: backwards, AMD, D > 128, fp32
 
 
