@@ -51,6 +51,15 @@ def group_size(device: torch.device, num_blocks: int) -> int:
     return max(1, common.cdiv(GROUP_WAVES * sms, num_blocks))
 
 
+def launch(launcher, num_blocks: int, pairs: int, device: torch.device, before: tuple, after: tuple = ()) -> None:
+    """launcher(*before, program_base, group_size, *after) over num_blocks x pairs programs, in
+    grid_position's order (a launcher of mymetaops/triton/launch.py), in as many launches as the
+    runtime needs."""
+    group = group_size(device, num_blocks)
+    for base, count in common.grid_chunks(num_blocks * pairs, device, launcher.meta["num_warps"]):
+        launcher((count,), device, *before, base, group, *after)
+
+
 @triton.jit
 def grid_position(program_base, num_seqs, num_heads, num_blocks, group_size, LOW_BLOCKS_FIRST: tl.constexpr):
     """(block int32, sequence int32, head int64) of this program. The (sequence, head) pairs, b * H + h,

@@ -72,7 +72,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from mymetaops.triton import attention_checks as checks
-from mymetaops.triton.common import cdiv, check_error_record, grid_chunks
+from mymetaops.triton.common import cdiv, check_error_record
 from mymetaops.triton.launch import Launcher
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -812,14 +812,6 @@ def _plan(kernel, q, dv: int, causal, num_targets, max_attn_len, contextual_seq_
                      max_attn_len > 0, contextual_seq_len > 0, config, check)
 
 
-def _launch(launcher: Launcher, num_blocks: int, pairs: int, device, args: tuple, scalars: tuple) -> None:
-    """launcher(*args, *scalars, program_base, group_size) over num_blocks x pairs programs
-    (attention_checks.grid_position's order), in as many launches as the runtime needs."""
-    group = checks.group_size(device, num_blocks)
-    for base, count in grid_chunks(num_blocks * pairs, device, launcher.meta["num_warps"]):
-        launcher((count,), device, *args, *scalars, base, group)
-
-
 def _scalars(total: int, batch: int, heads: int, max_seq_len: int, alpha, max_attn_len: int,
              contextual_seq_len: int) -> tuple:
     return (total, batch, heads, max_seq_len, int(max_attn_len), int(contextual_seq_len), float(alpha),
@@ -861,9 +853,9 @@ def forward(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_a
     launcher = _plan(_hstu_fwd_kernel, q, dv, causal, num_targets, max_attn_len, contextual_seq_len, config,
                      errors is not None)
     (qm, qh, _), (km, kh, _), (vm, vh, _), (om, oh, _) = q.stride(), k.stride(), v.stride(), out.stride()
-    _launch(launcher, cdiv(max_seq_len, config.block_m), batch * H, q.device,
-            (q, k, v, out, seq_offsets, num_targets, errors, error_op, qm, qh, km, kh, vm, vh, om, oh),
-            _scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len))
+    checks.launch(launcher, cdiv(max_seq_len, config.block_m), batch * H, q.device,
+                  (q, k, v, out, seq_offsets, num_targets, errors, error_op, qm, qh, km, kh, vm, vh, om, oh,
+                   *_scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len)))
     return out
 
 
@@ -905,10 +897,10 @@ def backward(grad_out, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_tar
     inputs = (qm, qh, km, kh, vm, vh, gm, gh)
     scalars = _scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len)
     (dkm, dkh, _), (dvm, dvh, _), (dqm, dqh, _) = dk.stride(), dv.stride(), dq.stride()
-    _launch(_plan(_hstu_bwd_dkdv_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len,
-                  dkdv_config), cdiv(max_seq_len, dkdv_config.block_n), batch * H, q.device,
-            (q, k, v, grad_out, dk, dv, seq_offsets, num_targets, *inputs, dkm, dkh, dvm, dvh), scalars)
-    _launch(_plan(_hstu_bwd_dq_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len, dq_config),
-            cdiv(max_seq_len, dq_config.block_m), batch * H, q.device,
-            (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dqm, dqh), scalars)
+    checks.launch(_plan(_hstu_bwd_dkdv_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len,
+                        dkdv_config), cdiv(max_seq_len, dkdv_config.block_n), batch * H, q.device,
+                  (q, k, v, grad_out, dk, dv, seq_offsets, num_targets, *inputs, dkm, dkh, dvm, dvh, *scalars))
+    checks.launch(_plan(_hstu_bwd_dq_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len,
+                        dq_config), cdiv(max_seq_len, dq_config.block_m), batch * H, q.device,
+                  (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dqm, dqh, *scalars))
     return dq, dk, dv

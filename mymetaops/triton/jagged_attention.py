@@ -66,7 +66,7 @@ import triton
 import triton.language as tl
 
 from mymetaops.triton import attention_checks as checks
-from mymetaops.triton.common import cdiv, check_error_record, grid_chunks
+from mymetaops.triton.common import cdiv, check_error_record
 from mymetaops.triton.launch import Launcher
 
 LOG2E = 1.4426950408889634
@@ -607,14 +607,6 @@ def _preprocess_launcher(dv: int, block_r: int) -> Launcher:
     return Launcher(_bwd_preprocess_kernel, dict(DV=dv, BLOCK_R=block_r, BLOCK_DV=_block_d(dv), num_warps=4))
 
 
-def _launch(launcher: Launcher, num_blocks: int, pairs: int, device, args: tuple, scalars: tuple) -> None:
-    """launcher(*args, num_blocks, program_base, group_size, *scalars) over num_blocks x pairs
-    programs (attention_checks.grid_position's order), in as many launches as the runtime needs."""
-    group = checks.group_size(device, num_blocks)
-    for base, count in grid_chunks(num_blocks * pairs, device, launcher.meta["num_warps"]):
-        launcher((count,), device, *args, num_blocks, base, group, *scalars)
-
-
 def jagged_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_offsets: torch.Tensor,
                          max_seq_len: int, causal: bool = True, scale: float | None = None,
                          config: AttentionConfig | None = None, *, errors: torch.Tensor | None = None,
@@ -649,9 +641,9 @@ def forward(q, k, v, seq_offsets, max_seq_len: int, causal: bool, scale: float, 
     config = config or default_config(dqk, dv, dtype, "fwd")
     num_m = max(1, cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing and checks need a program
     (qm, qh, _), (km, kh, _), (vm, vh, _), (om, oh, _) = q.stride(), k.stride(), v.stride(), out.stride()
-    _launch(_launcher(_jagged_attn_fwd_kernel, causal, dtype, dqk, dv, config, errors is not None), num_m,
-            batch * heads, device, (q, k, v, seq_offsets, out, lse, errors, error_op, qm, qh, km, kh, vm, vh, om, oh,
-                                    total, max_seq_len, heads, batch), (scale * LOG2E,))
+    checks.launch(_launcher(_jagged_attn_fwd_kernel, causal, dtype, dqk, dv, config, errors is not None), num_m,
+                  batch * heads, device, (q, k, v, seq_offsets, out, lse, errors, error_op, qm, qh, km, kh, vm, vh,
+                                          om, oh, total, max_seq_len, heads, batch, num_m), (scale * LOG2E,))
     return out, lse
 
 
@@ -711,14 +703,14 @@ def backward(grad_out, q, k, v, out, lse, seq_offsets, max_seq_len: int, causal:
     strides = (qm, qh, km, kh, vm, vh, gm, gh)
     scalars = (scale * LOG2E, scale)
     (dkm, dkh, _), (dvm, dvh, _), (dqm, dqh, _) = dk.stride(), dv.stride(), dq.stride()
-    _launch(_launcher(_jagged_attn_bwd_dkdv_kernel, causal, dtype, dqk, dv_dim, dkdv_config),
-            max(1, cdiv(max_seq_len, dkdv_config.block_n)), batch * heads, device,
-            (q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides, dkm, dkh, dvm, dvh, total, max_seq_len,
-             heads, batch), scalars)
-    _launch(_launcher(_jagged_attn_bwd_dq_kernel, causal, dtype, dqk, dv_dim, dq_config),
-            max(1, cdiv(max_seq_len, dq_config.block_m)), batch * heads, device,
-            (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total, max_seq_len, heads, batch),
-            scalars)
+    num_n = max(1, cdiv(max_seq_len, dkdv_config.block_n))
+    checks.launch(_launcher(_jagged_attn_bwd_dkdv_kernel, causal, dtype, dqk, dv_dim, dkdv_config), num_n,
+                  batch * heads, device, (q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides, dkm, dkh, dvm,
+                                          dvh, total, max_seq_len, heads, batch, num_n), scalars)
+    num_m = max(1, cdiv(max_seq_len, dq_config.block_m))
+    checks.launch(_launcher(_jagged_attn_bwd_dq_kernel, causal, dtype, dqk, dv_dim, dq_config), num_m,
+                  batch * heads, device, (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total,
+                                          max_seq_len, heads, batch, num_m), scalars)
     return dq, dk, dv
 
 
