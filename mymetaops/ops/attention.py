@@ -264,7 +264,7 @@ def _decided(op: str, device_index: int, backend: str, key: tuple):
         return "native", c.kernel
     if c.kernel_defaults:
         return "triton", None
-    checks, hstu, softmax = _triton()
+    _, hstu, softmax = _triton()
     tiles = hstu.HstuConfig if op == "hstu_attention" else softmax.AttentionConfig
     return "triton", tiles(c.block_m, c.block_n, c.num_warps, c.num_stages)
 
