@@ -29,13 +29,17 @@ using namespace cute;
 constexpr int kBlockM = 128;
 constexpr int kBlockN = 128;
 constexpr int kConsumerThreads = 256;
+constexpr int kConsumerWarpgroups = kConsumerThreads / 128;
 constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
 // setmaxnreg: 24 + 2 x 240 registers x 128 threads fits the 64K register file at one CTA per SM.
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 
 using FullBarrier = cutlass::arch::ClusterTransactionBarrier;  // a TMA load's arrival and bytes
-using EmptyBarrier = cutlass::arch::ClusterBarrier;            // every consumer thread arrives
+// One arrival per consumer warpgroup, by its first thread: a wgmma completes for its whole
+// warpgroup at once, so after warpgroup_wait one thread may hand the operands back (as CUTLASS's
+// PipelineTmaAsync does) instead of 256 arrivals a buffer.
+using EmptyBarrier = cutlass::arch::ClusterBarrier;
 
 template <int D>
 struct StagesFor {
@@ -361,6 +365,9 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
   using HD = typename Tr::HD;
   constexpr int kStages = Tr::kStages;
   const int tid = threadIdx.x - 128;
+  auto release = [&](uint64_t* barrier) {
+    if (tid % 128 == 0) EmptyBarrier::arrive(barrier);
+  };
   Tensor sQ = Tr::smem_q(smem);
   Tensor sK = Tr::smem_k(smem);
   Tensor sV = Tr::smem_v(smem);
@@ -417,8 +424,8 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
-    EmptyBarrier::arrive(&smem.k_empty[s]);
-    if (n_tiles == 1) EmptyBarrier::arrive(&smem.q_empty);
+    release(&smem.k_empty[s]);
+    if (n_tiles == 1) release(&smem.q_empty);
     scores_to_p<kSoftmax>(S, cS, m0, 0, tile.len, p.causal, scale, st);
     to_p();
     clear(tOrO);
@@ -434,13 +441,13 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       wgmma_issue<false>(mma_o, tOrPa, tOrV(_, _, _, prev), tOrO);
       warpgroup_wait<1>();  // S of tile n is done; P V of tile n - 1 still runs
       warpgroup_fence_operand(tSrS);
-      EmptyBarrier::arrive(&smem.k_empty[s]);
-      if (n == n_tiles - 1) EmptyBarrier::arrive(&smem.q_empty);
+      release(&smem.k_empty[s]);
+      if (n == n_tiles - 1) release(&smem.q_empty);
       scores_to_p<kSoftmax>(S, cS, m0, n * kBlockN, tile.len, p.causal, scale, st);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       warpgroup_fence_operand(tOrP);
-      EmptyBarrier::arrive(&smem.v_empty[prev]);
+      release(&smem.v_empty[prev]);
       if constexpr (kSoftmax) rescale_o(st);
       to_p();
     }
@@ -450,7 +457,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
-    EmptyBarrier::arrive(&smem.v_empty[s]);
+    release(&smem.v_empty[s]);
     ++kv_count;
 
     // Epilogue: normalize, round once, store the rows inside the sequence (4-byte pairs of columns).
@@ -486,12 +493,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_consta
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     FullBarrier::init(&smem.q_full, 1);
-    EmptyBarrier::init(&smem.q_empty, kConsumerThreads);
+    EmptyBarrier::init(&smem.q_empty, kConsumerWarpgroups);
     for (int s = 0; s < Tr::kStages; ++s) {
       FullBarrier::init(&smem.k_full[s], 1);
       FullBarrier::init(&smem.v_full[s], 1);
-      EmptyBarrier::init(&smem.k_empty[s], kConsumerThreads);
-      EmptyBarrier::init(&smem.v_empty[s], kConsumerThreads);
+      EmptyBarrier::init(&smem.k_empty[s], kConsumerWarpgroups);
+      EmptyBarrier::init(&smem.v_empty[s], kConsumerWarpgroups);
     }
     cutlass::arch::fence_barrier_init();
   }
