@@ -85,6 +85,8 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # hstu 158 / 106 / 340 / 51 TF, softmax 146 / 105 / 318 / 45 on the shapes, against
     # Triton's 222 / 109 / 435 / 62 and 195 / 106 / 329 / 55: slower on the GPU, but its ~40 us
     # host path beats Triton's ~150 where the work is short. Efficiency: 318 / 989 at the long shape.
+    # Run 8 (one empty-barrier arrival per warpgroup): 161 / 107 / 339 / 52 and 148 / 106 / 320 / 46,
+    # the same; ncu suggests idle SMs (a fixed tile share per CTA) behind its gap at the long shape.
     # Withheld (HOPPER_WITHHELD) until they are faster than Triton on the GPU.
     "nvidia": (
         NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, 318 / 989, HOPPER_WITHHELD),
