@@ -52,7 +52,8 @@ def run(device) -> dict:
 
         def forward(c=None):
             return hstu.forward(q, k, v, offsets, n, ALPHA, True, None, 0, 0, c, None, 0)
-        row = dict(shape=list(shape), programs=grid[0], default=str(config), gflop=useful_flops(lengths, heads, dim) / 1e9)
+        row = dict(shape=list(shape), programs=grid[0], default=str(config),
+                   gflop=useful_flops(lengths, heads, dim) / 1e9)
         row["forward_us"] = median_us(forward, device)
         row["grid_only_us"] = median_us(lambda: grid_only[grid](offsets, sink, group, total, batch, heads, n,
                                                                  BLOCK=config.block_m, num_warps=4), device)
