@@ -1,7 +1,7 @@
 // Launchers of the Hopper attention forward (csrc/include/mymetaops/attention.h). A launch is two
 // kernels on the stream: a prologue that checks the offsets into the error record and writes the
-// rows no CTA covers (out 0, lse -inf), then the persistent TMA + wgmma kernel of fwd_kernel.cuh
-// (one CTA per SM).
+// rows no CTA covers (out 0, lse -inf) and zeroes the tile counter (the workspace), then the
+// persistent TMA + wgmma kernel of fwd_kernel.cuh (one CTA per SM), which hands tiles out from it.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -34,12 +34,15 @@ __device__ void clear_rows(void* out, float* lse, int64_t r0, int64_t r1, int64_
 }
 
 // Block b < batch: checks offsets[b + 1] and sequence b's length, clears its rows past
-// max_seq_len. Block batch: checks offsets[0], clears the rows outside every sequence.
+// max_seq_len. Block batch: checks offsets[0], clears the rows outside every sequence, zeroes the
+// tile counter.
 template <typename IndexT>
 __global__ void prologue(const IndexT* offsets, int64_t batch, int64_t total, int64_t max_seq_len, void* out,
-                         float* lse, int heads, int64_t row_elems, int64_t* errors, ErrorOp op) {
+                         float* lse, int heads, int64_t row_elems, int64_t* errors, ErrorOp op,
+                         int32_t* tile_counter) {
   const int64_t b = blockIdx.x;
   if (b == batch) {
+    if (threadIdx.x == 0) *tile_counter = 0;
     const int64_t first = offsets[0];
     if (threadIdx.x == 0 && first != 0) record_error(errors, op, ErrorCode::kOffsetNotAtEnd, 0, first, 0);
     const int64_t lo = min(max(first, int64_t{0}), total);
@@ -74,7 +77,7 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   const IndexT* offsets = static_cast<const IndexT*>(a.offsets);
   prologue<IndexT><<<static_cast<unsigned>(a.batch + 1), kPrologueThreads, 0, stream>>>(
       offsets, a.batch, a.total, a.max_seq_len, a.out, a.lse, a.heads, static_cast<int64_t>(a.heads) * D,
-      a.errors, a.error_op);
+      a.errors, a.error_op, static_cast<int32_t*>(a.workspace));
   if (LaunchError e = launch_status()) return e;
   if (a.batch == 0 || a.total == 0 || a.max_seq_len <= 0) return nullptr;
 
@@ -85,6 +88,7 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
       Tr::tma_k(static_cast<const T*>(a.k), total, a.heads, a.k_row_stride, a.k_head_stride),
       Tr::tma_v(static_cast<const T*>(a.v), total, a.heads, a.v_row_stride, a.v_head_stride),
       offsets,
+      static_cast<int32_t*>(a.workspace),
       static_cast<T*>(a.out),
       a.lse,
       a.batch,
@@ -178,7 +182,10 @@ LaunchError attention_supports(const AttentionForwardArgs& a, const AttentionKer
   return nullptr;
 }
 
-int64_t attention_workspace_bytes(const AttentionForwardArgs&, const AttentionKernelConfig&) { return 0; }
+// The tile counter of the persistent kernel (fwd_kernel.cuh, TileSource).
+int64_t attention_workspace_bytes(const AttentionForwardArgs&, const AttentionKernelConfig&) {
+  return sizeof(int32_t);
+}
 
 LaunchError launch_attention_forward(const AttentionForwardArgs& a, const AttentionKernelConfig& config,
                                      void* stream) {

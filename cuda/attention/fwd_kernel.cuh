@@ -1,7 +1,10 @@
 // The Hopper attention forward kernel (attention.h): persistent and warp-specialized. A CTA is one
 // producer warpgroup (one warp issues every TMA load; its registers are handed to the consumers)
 // and two consumer warpgroups of 64 query rows each. A tile is 128 query rows of one (sequence,
-// head); the CTAs stride over the tiles of one launch. Q and the K/V stages arrive by TMA on
+// head). The producer warp takes tiles from a counter in global memory (the prologue kernel zeroes
+// it), a few at a time, and hands each one with rows to the consumers in shared memory: tile costs
+// vary with the sequences' lengths, and a fixed share per CTA left the last CTAs running alone.
+// Q and the K/V stages arrive by TMA on
 // mbarriers ("full"); the consumers hand each K and V buffer back on its "empty" barrier, so the producer
 // runs ahead across key tiles and into the next query tile. In a consumer, S = Q K^T (wgmma from
 // shared memory) of key tile n+1 is issued before O += P V (wgmma, P from registers) of tile n, and
@@ -49,6 +52,13 @@ struct StagesFor {
   static constexpr int value = 3;
 };
 
+// One tile: 128 query rows (block m_block) of sequence b, head h; rows [start, start + len);
+// len < 0: no tile is left (the producer's last hand-over).
+struct WorkTile {
+  int64_t start;
+  int32_t len, m_block, h;
+};
+
 template <typename T, int D>
 struct Traits {
   static constexpr int kStages = StagesFor<D>::value;
@@ -71,6 +81,7 @@ struct Traits {
     alignas(1024) T k[cosize_v<SmemK>];
     alignas(1024) T v[cosize_v<SmemV>];
     uint64_t q_full, q_empty;
+    WorkTile tiles[2];  // the tile of Q load k in tiles[k % 2], written before q_full's arrival
     // K of a stage is free once S of its tile is done, V once P V is: K loads start a step earlier.
     uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   };
@@ -110,6 +121,7 @@ struct Params {
   typename Traits<T, D>::TmaK tma_k;
   typename Traits<T, D>::TmaV tma_v;
   const IndexT* offsets;
+  int32_t* tile_counter;  // the next tile index to hand out, 0 at launch (the prologue zeroes it)
   T* out;
   float* lse;
   int64_t batch, total, max_seq_len;
@@ -120,11 +132,6 @@ struct Params {
   float alpha, inv_max_seq_len;
 };
 
-// One tile: 128 query rows (block m_block) of sequence b, head h; rows [start, start + len).
-struct WorkTile {
-  int64_t start;
-  int32_t len, m_block, h;
-};
 
 // Tile t of the launch's order: (sequence, head) pairs in groups of group_pairs; a group's tiles
 // run before the next group's, so the CTAs in flight share the K/V of a few pairs in L2. Within a
@@ -152,33 +159,45 @@ __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32
   return tile;
 }
 
-// The first tile with rows, among t, t + stride, t + 2 stride, ... (this CTA's share), from a
-// whole warp: each lane looks at one candidate, so a run of empty tiles (q blocks past short
-// sequences: about half of them under uniform lengths) costs one round of loads per 32. Returns
-// num_tiles when none is left. Every warp of the CTA computes the same sequence of tiles.
+// Tile indices a producer takes from the counter at once: consecutive indices are q blocks of the
+// same rank in neighbouring (sequence, head) pairs (tile_at's order), so a grab holds similar
+// costs; about half the tiles are empty under uniform lengths, so 4 make ~2 with rows.
+constexpr int kTileGrab = 4;
+
+// The producer warp's source of tiles with rows, in grab order. Each grab is one atomic of lane 0;
+// lane i < kTileGrab decodes candidate base + i, and `pending` holds the lanes whose candidate has
+// rows and is not handed out yet.
 template <typename T, int D, typename IndexT>
-__device__ __forceinline__ int32_t next_tile(const Params<T, D, IndexT>& p, int32_t t, int32_t stride, WorkTile& tile) {
-  const int lane = threadIdx.x % 32;
-  for (; t < p.num_tiles; t += 32 * stride) {
-    const int32_t mine = t + lane * stride;  // < num_tiles + 32 x 132 SMs: no overflow
-    WorkTile candidate{};
-    bool has_rows = false;
-    if (mine < p.num_tiles) {
-      candidate = tile_at(p, mine);
-      has_rows = candidate.m_block * kBlockM < candidate.len;
+struct TileSource {
+  const Params<T, D, IndexT>& p;
+  WorkTile candidate{};
+  uint32_t pending = 0;
+
+  // The next tile with rows (every lane gets it); false when none is left.
+  __device__ __forceinline__ bool next(WorkTile& tile) {
+    const int lane = threadIdx.x % 32;
+    while (pending == 0) {
+      int32_t base = 0;
+      if (lane == 0) base = atomicAdd(p.tile_counter, kTileGrab);
+      base = __shfl_sync(0xffffffffu, base, 0);
+      if (base >= p.num_tiles) return false;
+      const int32_t mine = base + lane;  // num_tiles <= 2^30: no overflow
+      bool has_rows = false;
+      if (lane < kTileGrab && mine < p.num_tiles) {
+        candidate = tile_at(p, mine);
+        has_rows = candidate.m_block * kBlockM < candidate.len;
+      }
+      pending = __ballot_sync(0xffffffffu, has_rows);
     }
-    const uint32_t ballot = __ballot_sync(0xffffffffu, has_rows);
-    if (ballot != 0) {
-      const int first = __ffs(ballot) - 1;
-      tile.start = __shfl_sync(0xffffffffu, candidate.start, first);
-      tile.len = __shfl_sync(0xffffffffu, candidate.len, first);
-      tile.m_block = __shfl_sync(0xffffffffu, candidate.m_block, first);
-      tile.h = __shfl_sync(0xffffffffu, candidate.h, first);
-      return t + first * stride;
-    }
+    const int first = __ffs(pending) - 1;
+    pending &= pending - 1;
+    tile.start = __shfl_sync(0xffffffffu, candidate.start, first);
+    tile.len = __shfl_sync(0xffffffffu, candidate.len, first);
+    tile.m_block = __shfl_sync(0xffffffffu, candidate.m_block, first);
+    tile.h = __shfl_sync(0xffffffffu, candidate.h, first);
+    return true;
   }
-  return p.num_tiles;
-}
+};
 
 // Key tiles a q block visits: those up to its last row when causal, else the whole sequence.
 __device__ __forceinline__ int key_tiles(const WorkTile& tile, bool causal) {
@@ -321,8 +340,8 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   const bool leader = threadIdx.x == 0;
   int kv_count = 0, tile_count = 0;
   WorkTile tile;
-  for (int32_t t = next_tile(p, blockIdx.x, gridDim.x, tile); t < p.num_tiles;
-       t = next_tile(p, t + gridDim.x, gridDim.x, tile), ++tile_count) {
+  TileSource<T, D, IndexT> source{p};
+  for (; source.next(tile); ++tile_count) {
     const int s0 = static_cast<int>(tile.start);
     Tensor gQ = local_tile(domain_offset(make_coord(s0, _0{}), mQ(_, _, tile.h)), Shape<BM, HD>{},
                            make_coord(tile.m_block, _0{}));
@@ -336,6 +355,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
     // Q is free once both consumers issued their last S of the previous tile.
     EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
     if (leader) {
+      smem.tiles[tile_count & 1] = tile;  // visible to the consumers through q_full's arrival
       FullBarrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
       copy(p.tma_q.with(smem.q_full), get<0>(tQ), get<1>(tQ));
     }
@@ -354,6 +374,12 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
         copy(p.tma_v.with(smem.v_full[s]), get<0>(tV)(_, n), get<1>(tV)(_, s));
       }
     }
+  }
+  // No tile is left: hand the consumers a tile with len < 0 once they are done with the last Q.
+  EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
+  if (leader) {
+    smem.tiles[tile_count & 1] = WorkTile{0, -1, 0, 0};
+    FullBarrier::arrive(&smem.q_full);
   }
 }
 
@@ -408,17 +434,17 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     }
   };
 
-  int kv_count = 0, tile_count = 0;
-  WorkTile tile;
-  for (int32_t t = next_tile(p, blockIdx.x, gridDim.x, tile); t < p.num_tiles;
-       t = next_tile(p, t + gridDim.x, gridDim.x, tile), ++tile_count) {
+  int kv_count = 0;
+  for (int tile_count = 0;; ++tile_count) {
+    FullBarrier::wait(&smem.q_full, tile_count & 1);
+    const WorkTile tile = smem.tiles[tile_count & 1];
+    if (tile.len < 0) break;
     const int m0 = tile.m_block * kBlockM;
     const int n_tiles = key_tiles(tile, p.causal);
     SoftmaxState<kRows> st;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) st.row_max[r] = -INFINITY, st.row_sum[r] = 0.f, st.rescale[r] = 1.f;
 
-    FullBarrier::wait(&smem.q_full, tile_count & 1);
     int s = kv_count % kStages;
     FullBarrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
     wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
