@@ -68,37 +68,33 @@ class NativeKernel:
     dims: tuple[int, ...]  # head dims it runs (Dqk = Dv)
     block_m: int
     block_n: int
-    efficiency: float  # share of the bf16 / fp16 peak on the tiles it computes
+    efficiency: tuple[float, ...]  # share of the bf16 / fp16 peak on the tiles it computes, per op of `ops`
     withheld: str = ""  # why the model does not offer it although it is built (tests call it directly)
 
 
-HOPPER_WITHHELD = ("the Hopper kernels (cuda/attention/) measured 0.7-1.0x Triton's speed on the GPU at the "
-                   "issue's four shapes (bench/attention run 6); the model's JIT rule (select.JIT_PAYS_OFF) "
-                   "would pick them wherever Triton is not 2x faster, so they are not offered yet")
 AMD_WITHHELD = ("the CDNA kernels (hip/attention/) have run only through the HIP-on-CUDA shim, which replaces "
                 "their MFMA steps: not offered before they pass on AMD hardware")
 # The mirror of the native kernels each vendor's build has (checked against _C at run time: the
 # model offers them only where the two agree).
 NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # cuda/attention/: persistent, a TMA producer warp and 2 consumer warpgroups of 64 q rows x 128
-    # keys, 3 K/V stages, wgmma SS then RS. [M] H200 run 6 (bench/attention/NOTES.md), launcher:
-    # hstu 158 / 106 / 340 / 51 TF, softmax 146 / 105 / 318 / 45 on the issue's shapes, against
-    # Triton's 222 / 109 / 435 / 62 and 195 / 106 / 329 / 55: slower on the GPU, but its ~40 us
-    # host path beats Triton's ~150 where the work is short. Efficiency: 318 / 989 at the long shape.
-    # Run 8 (one empty-barrier arrival per warpgroup): 161 / 107 / 339 / 52 and 148 / 106 / 320 / 46,
-    # the same; ncu suggests idle SMs (a fixed tile share per CTA) behind its gap at the long shape.
-    # Withheld (HOPPER_WITHHELD) until they are faster than Triton on the GPU.
+    # keys, 3 K/V stages, wgmma SS then RS, tiles handed out from a counter. [M] H200 run 9
+    # (bench/attention/NOTES.md), launcher: hstu 224 / 137 / 442 / 66 TF, softmax 199 / 121 / 392 / 56
+    # on the issue's four shapes, against Triton's 223 / 127 / 449 / 61 and 194 / 121 / 317 / 55 in
+    # the same call (run 8's fixed tile share per CTA: 161 / 107 / 339 / 52 and 148 / 106 / 320 / 46).
+    # Efficiency: the long shape's, hstu / softmax. With no JIT they win wherever Triton is not 2x
+    # faster (select.JIT_PAYS_OFF): every unmasked bf16 / fp16 forward at D = 64 / 128.
     "nvidia": (
-        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, 318 / 989, HOPPER_WITHHELD),
-        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, 318 / 989, HOPPER_WITHHELD),
+        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (442 / 989, 392 / 989)),
+        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (442 / 989, 392 / 989)),
     ),
     # hip/attention/attention_fwd.hip: 4 waves x 32 q rows, K / V double-buffered in LDS, MFMA
     # 32x32x8; [A] 0.30 of the peak (no AMD GPU here; Triton's AMD tiles are assumed at 0.25).
     "amd": (
-        NativeKernel("cdna_hstu_d64_128x64", (HSTU,), (64,), 128, 64, 0.30, AMD_WITHHELD),
-        NativeKernel("cdna_hstu_d128_128x32", (HSTU,), (128,), 128, 32, 0.30, AMD_WITHHELD),
-        NativeKernel("cdna_softmax_d64_128x64", (SOFTMAX,), (64,), 128, 64, 0.30, AMD_WITHHELD),
-        NativeKernel("cdna_softmax_d128_128x32", (SOFTMAX,), (128,), 128, 32, 0.30, AMD_WITHHELD),
+        NativeKernel("cdna_hstu_d64_128x64", (HSTU,), (64,), 128, 64, (0.30,), AMD_WITHHELD),
+        NativeKernel("cdna_hstu_d128_128x32", (HSTU,), (128,), 128, 32, (0.30,), AMD_WITHHELD),
+        NativeKernel("cdna_softmax_d64_128x64", (SOFTMAX,), (64,), 128, 64, (0.30,), AMD_WITHHELD),
+        NativeKernel("cdna_softmax_d128_128x32", (SOFTMAX,), (128,), 128, 32, (0.30,), AMD_WITHHELD),
     ),
 }
 NATIVE_ARCHS = {"nvidia": ("sm_90a",), "amd": ("gfx942", "gfx950")}
@@ -226,7 +222,7 @@ class AttentionFamily(Family):
         for index, k in enumerate(NATIVE_KERNELS[hw.vendor]):
             if op in k.ops and p.dqk in k.dims and not k.withheld:
                 c = NativeAttentionConfig(index, k.name)
-                yield "native", c, _estimate(p, hw, c, k.efficiency)
+                yield "native", c, _estimate(p, hw, c, k.efficiency[k.ops.index(op)])
 
     def triton_candidates(self, op, p, hw):
         backward = op in BACKWARD.values()

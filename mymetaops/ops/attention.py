@@ -16,8 +16,8 @@ products accumulated in fp32.
 
 Kernels: on a GPU, the model (mymetaops/model/attention.py) chooses per bucket of problems between
 the native forward kernels (csrc/include/mymetaops/attention.h: cuda/attention/ on Hopper,
-hip/attention/ on CDNA; unmasked attention in bf16 / fp16; withheld for now, see
-mymetaops/model/attention.py) and the Triton kernels' tiles
+hip/attention/ on CDNA; unmasked attention in bf16 / fp16; the CDNA ones withheld until they run
+on AMD hardware, see mymetaops/model/attention.py) and the Triton kernels' tiles
 (mymetaops/triton/hstu_attention.py, jagged_attention.py), which run everything else and every
 backward; `mymetaops.explain` says why. On the CPU, a per-sequence torch composite in fp32 (fp64 for
 fp64 inputs). Eager calls on CUDA tensors skip the custom op's Python round trips (_EagerHstu). No

@@ -126,6 +126,8 @@ def test_public_ops_match_the_triton_path(dtype):
             theirs = triton_call()
             theirs_grads = torch.autograd.grad(theirs, (q, k, v), grad)
         backend = _chosen_backend(op, q, v, offsets, max_len)
+        if KERNELS and torch.cuda.get_device_capability() == (9, 0):  # the model offers Hopper's kernels
+            assert backend == "native", f"{op}: the model chose {backend} on a Hopper build with native kernels"
         _close(ours, theirs.double(), dtype, f"{op} ({backend}) vs triton")
         for name, a, b in zip("qkv", ours_grads, theirs_grads):
             _close(a, b.double(), dtype, f"{op} d{name}")

@@ -37,7 +37,8 @@ def test_elsewhere_the_kernels_defaults_run(op, problem):
 @pytest.mark.parametrize("op,problem,why", [
     (a.HSTU_BACKWARD, _problem(a.HSTU_BACKWARD), "backward runs on Triton only"),
     (a.SOFTMAX_BACKWARD, _problem(a.SOFTMAX_BACKWARD), "backward runs on Triton only"),
-    (a.HSTU, _problem(), "Triton's speed on the GPU"),
+    (a.HSTU, _problem(masked=True), "masks run on Triton only"),
+    (a.SOFTMAX, _problem(a.SOFTMAX, dim=40), "not Dqk 40"),
 ])
 def test_explain_says_why_no_native_kernel_runs_it(op, problem, why):
     d = decide(op, problem, HARDWARE["H200"])
@@ -61,7 +62,7 @@ def test_native_kernels_are_candidates_where_they_run(op):
 def test_the_refusals_name_what_the_native_kernels_lack():
     family = get_family("attention")
     saved = a.NATIVE_KERNELS["nvidia"]
-    a.NATIVE_KERNELS["nvidia"] = (a.NativeKernel("test_kernel_d128", (a.HSTU,), (128,), 128, 128, 0.9),)
+    a.NATIVE_KERNELS["nvidia"] = (a.NativeKernel("test_kernel_d128", (a.HSTU,), (128,), 128, 128, (0.9,)),)
     try:
         for p, why in ((_problem(masked=True), "masks run on Triton only"),
                        (_problem(a.SOFTMAX, dtype="fp32"), "bf16 / fp16"), (_problem(dim=40), "not Dqk 40")):
@@ -72,7 +73,7 @@ def test_the_refusals_name_what_the_native_kernels_lack():
 
 
 def test_a_native_kernel_is_chosen_when_predicted_faster():
-    row = a.NativeKernel("test_kernel_d128", (a.HSTU,), (128,), 128, 128, 0.9)
+    row = a.NativeKernel("test_kernel_d128", (a.HSTU,), (128,), 128, 128, (0.9,))
     family = get_family("attention")
     saved = a.NATIVE_KERNELS["nvidia"]
     a.NATIVE_KERNELS["nvidia"] = (row,)
