@@ -70,8 +70,14 @@ class NativeKernel:
     block_n: int
     efficiency: tuple[float, ...]  # share of the bf16 / fp16 peak on the tiles it computes, per op of `ops`
     withheld: str = ""  # why the model does not offer it although it is built (tests call it directly)
+    # Where it is offered: its block_m x block_n steps per SM at least this multiple of the longest
+    # sequence's chain of steps (max_seq_len / block_n): below it the chain and the SMs left idle
+    # by too few tiles bound the time, which larger tiles lengthen.
+    min_steps_per_chain: float = 0.0
 
 
+HOPPER_D64_WITHHELD = ("the Hopper D = 64 kernel ran 1.1-1.7x slower than Triton's tiles on the H200 for softmax, "
+                       "and for HSTU on few long sequences (bench/attention run 9: one 128-row tile per SM)")
 AMD_WITHHELD = ("the CDNA kernels (hip/attention/) have run only through the HIP-on-CUDA shim, which replaces "
                 "their MFMA steps: not offered before they pass on AMD hardware")
 # The mirror of the native kernels each vendor's build has (checked against _C at run time: the
@@ -82,11 +88,19 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # (bench/attention/NOTES.md), launcher: hstu 224 / 137 / 442 / 66 TF, softmax 199 / 121 / 392 / 56
     # on the issue's four shapes, against Triton's 223 / 127 / 449 / 61 and 194 / 121 / 317 / 55 in
     # the same call (run 8's fixed tile share per CTA: 161 / 107 / 339 / 52 and 148 / 106 / 320 / 46).
-    # Efficiency: the long shape's, hstu / softmax. With no JIT they win wherever Triton is not 2x
-    # faster (select.JIT_PAYS_OFF): every unmasked bf16 / fp16 forward at D = 64 / 128.
+    # Efficiency: the long shape's, hstu / softmax. With no JIT they win wherever they are offered
+    # and Triton is not 2x faster (select.JIT_PAYS_OFF), so where they are offered is measured
+    # (regret.py, run 9: one 128-row tile per SM at a time): at D = 128 they ran 0.78-1.005x the
+    # best Triton tile where each SM had 3.1-9.7 steps per step of the longest sequence's chain
+    # (B64 N1024 H4, B256 N512 H2; uniform or equal lengths), but 1.2-1.8x slower at 0.1-2.1 (B32
+    # N2048 H1; Zipf lengths, one dominant sequence): its chain of 128 x 128 steps is twice
+    # Triton's. At D = 64 (half the work per tile, still one CTA per SM) softmax lost on every
+    # problem and HSTU at B16 N4096 H2 by 1.5x.
     "nvidia": (
-        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (442 / 989, 392 / 989)),
-        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (442 / 989, 392 / 989)),
+        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (442 / 989, 392 / 989),
+                     HOPPER_D64_WITHHELD),
+        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (442 / 989, 392 / 989),
+                     min_steps_per_chain=3.0),
     ),
     # hip/attention/attention_fwd.hip: 4 waves x 32 q rows, K / V double-buffered in LDS, MFMA
     # 32x32x8; [A] 0.30 of the peak (no AMD GPU here; Triton's AMD tiles are assumed at 0.25).
@@ -129,6 +143,12 @@ class AttentionProblem:
         return per_pair * self.pairs * (2.5 if self.op in BACKWARD.values() else 1.0)
 
 
+def _steps(p: AttentionProblem, block_m: int, block_n: int) -> float:
+    """block_m x block_n tiles a config computes on p: the (q, k) pairs, the diagonal ones whole."""
+    waste = p.total * block_m / 2 * p.heads if p.causal else 0.0
+    return (p.pairs * p.heads + waste) / (block_m * block_n)
+
+
 def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, efficiency: float) -> Estimate:
     backward = p.op in BACKWARD.values()
     native = isinstance(c, NativeAttentionConfig)
@@ -145,9 +165,9 @@ def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, e
         block_m, block_n = row.block_m, row.block_n
     else:
         block_m, block_n = (c.block_m, c.block_n) if not c.kernel_defaults else (64, 64)
-    waste = p.total * block_m / 2 * p.heads if p.causal else 0.0
     tile_flops = 2 * (p.dqk + p.dv) * (2.5 if backward else 1.0)
-    compute = (p.pairs * p.heads + waste) * tile_flops / rate
+    computed = _steps(p, block_m, block_n) * block_m * block_n  # (q, k) pairs, the diagonal tiles whole
+    compute = computed * tile_flops / rate
     chain = math.ceil(p.max_len / block_n) * block_m * block_n * tile_flops / (rate / hw.sm_count)
     moved = p.total * p.heads * (2 * p.dqk + 2 * p.dv) * (2 if backward else 1) * 2  # q, k, v, out (+ grads)
     bytes_us = moved / (hw.achievable_hbm_tbps * 1e6)
@@ -156,7 +176,7 @@ def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, e
     bound = "compute" if body == compute else "memory" if body == bytes_us else "latency"
     if host > time:
         bound = "launch"
-    detail = (f"{'native' if native else 'triton'} {c}: {(p.pairs * p.heads + waste) / (block_m * block_n):.0f} tiles at "
+    detail = (f"{'native' if native else 'triton'} {c}: {computed / (block_m * block_n):.0f} tiles at "
               f"{efficiency:.0%} of the peak, longest sequence {chain:.1f} us; host {host:.0f} us")
     return Estimate(max(time, host), bound, detail, 1.0, 0, 1)
 
@@ -214,6 +234,15 @@ class AttentionFamily(Family):
         if p.dqk != p.dv or not any(op in k.ops and p.dqk in k.dims for k in kernels):
             dims = sorted({d for k in kernels if op in k.ops for d in k.dims})
             return f"the native kernels run Dqk = Dv in {dims}, not Dqk {p.dqk} / Dv {p.dv}"
+        row = next(k for k in kernels if op in k.ops and p.dqk in k.dims)
+        if row.withheld:
+            return row.withheld
+        steps = _steps(p, row.block_m, row.block_n) / hw.sm_count
+        chain = math.ceil(p.max_len / row.block_n)
+        if steps < row.min_steps_per_chain * chain:
+            return (f"{row.name} would run {steps:.1f} steps of {row.block_m} x {row.block_n} per SM against a chain of "
+                    f"{chain} for the longest sequence (below {row.min_steps_per_chain:g}x it: few or "
+                    f"dominant long sequences, where Triton's smaller tiles are faster)")
         return ""
 
     def native_candidates(self, op, p, hw):

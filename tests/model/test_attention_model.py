@@ -99,3 +99,24 @@ def test_bucket_round_trip(op):
     p = _problem(op)
     key = family.bucket_key(op, p)
     assert family.bucket_key(op, family.problem_from_key(op, key)) == key
+
+
+@pytest.mark.parametrize("op", [a.HSTU, a.SOFTMAX])
+def test_hopper_kernel_runs_batches_of_many_sequences(op):
+    # bench/attention regret.py, run 9: at B64 N1024 H4 D128 (uniform lengths) the Hopper kernel
+    # ran 1.00-1.005x the best Triton tile and has no JIT: the model chooses it.
+    d = decide(op, _problem(op), HARDWARE["H200"])
+    assert d.choice.backend == "native" and d.choice.config.name == "hopper_d128_128x128"
+
+
+@pytest.mark.parametrize("problem,why", [
+    # one dominant sequence (Zipf-like lengths: T / B far below N): the chain of 128 x 128 steps
+    (a.AttentionProblem(a.HSTU, 64, 1024, 2000, 4, 128, 128), "against a chain of 8"),
+    # one head, few sequences: too few steps per SM
+    (a.AttentionProblem(a.SOFTMAX, 32, 2048, 35000, 1, 128, 128), "against a chain of 16"),
+    (a.AttentionProblem(a.SOFTMAX, 512, 256, 62686, 4, 64, 64), "D = 64 kernel ran"),
+])
+def test_hopper_kernel_is_not_offered_where_it_measured_slower(problem, why):
+    d = decide(problem.op, problem, HARDWARE["H200"])
+    assert d.choice.backend == "triton"
+    assert why in dict(d.absent)["native"]
