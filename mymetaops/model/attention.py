@@ -240,8 +240,8 @@ class AttentionFamily(Family):
         steps = _steps(p, row.block_m, row.block_n) / hw.sm_count
         chain = math.ceil(p.max_len / row.block_n)
         if steps < row.min_steps_per_chain * chain:
-            return (f"{row.name} would run {steps:.1f} steps of {row.block_m} x {row.block_n} per SM against a chain of "
-                    f"{chain} for the longest sequence (below {row.min_steps_per_chain:g}x it: few or "
+            return (f"{row.name} would run {steps:.1f} steps of {row.block_m} x {row.block_n} per SM against a "
+                    f"chain of {chain} for the longest sequence (below {row.min_steps_per_chain:g}x it: few or "
                     f"dominant long sequences, where Triton's smaller tiles are faster)")
         return ""
 
