@@ -72,7 +72,8 @@ class NativeKernel:
     withheld: str = ""  # why the model does not offer it although it is built (tests call it directly)
     # Where it is offered: its block_m x block_n steps per SM at least this multiple of the longest
     # sequence's chain of steps (max_seq_len / block_n): below it the chain and the SMs left idle
-    # by too few tiles bound the time, which larger tiles lengthen.
+    # by too few tiles bound the time, which larger tiles lengthen. The dispatch decides on a
+    # bucket's middle problem (B, N, T within ~9%), so the threshold keeps a margin on both sides.
     min_steps_per_chain: float = 0.0
 
 
@@ -91,8 +92,8 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # Efficiency: the long shape's, hstu / softmax. With no JIT they win wherever they are offered
     # and Triton is not 2x faster (select.JIT_PAYS_OFF), so where they are offered is measured
     # (regret.py, run 9: one 128-row tile per SM at a time): at D = 128 they ran 0.78-1.005x the
-    # best Triton tile where each SM had 3.1-9.7 steps per step of the longest sequence's chain
-    # (B64 N1024 H4, B256 N512 H2; uniform or equal lengths), but 1.2-1.8x slower at 0.1-2.1 (B32
+    # best Triton tile where each SM had 3.4-9.7 steps per step of the longest sequence's chain
+    # (B64 N1024 H4, B256 N512 H2; uniform or equal lengths), but up to 1.7x slower below 2.1 (B32
     # N2048 H1; Zipf lengths, one dominant sequence): its chain of 128 x 128 steps is twice
     # Triton's. At D = 64 (half the work per tile, still one CTA per SM) softmax lost on every
     # problem and HSTU at B16 N4096 H2 by 1.5x.
@@ -100,7 +101,7 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
         NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (442 / 989, 392 / 989),
                      HOPPER_D64_WITHHELD),
         NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (442 / 989, 392 / 989),
-                     min_steps_per_chain=3.0),
+                     min_steps_per_chain=2.5),
     ),
     # hip/attention/attention_fwd.hip: 4 waves x 32 q rows, K / V double-buffered in LDS, MFMA
     # 32x32x8; [A] 0.30 of the peak (no AMD GPU here; Triton's AMD tiles are assumed at 0.25).
@@ -238,10 +239,10 @@ class AttentionFamily(Family):
         if row.withheld:
             return row.withheld
         steps = _steps(p, row.block_m, row.block_n) / hw.sm_count
-        chain = math.ceil(p.max_len / row.block_n)
+        chain = p.max_len / row.block_n
         if steps < row.min_steps_per_chain * chain:
             return (f"{row.name} would run {steps:.1f} steps of {row.block_m} x {row.block_n} per SM against a "
-                    f"chain of {chain} for the longest sequence (below {row.min_steps_per_chain:g}x it: few or "
+                    f"chain of {chain:.1f} for the longest sequence (below {row.min_steps_per_chain:g}x it: few or "
                     f"dominant long sequences, where Triton's smaller tiles are faster)")
         return ""
 

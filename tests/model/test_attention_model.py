@@ -111,9 +111,9 @@ def test_hopper_kernel_runs_batches_of_many_sequences(op):
 
 @pytest.mark.parametrize("problem,why", [
     # one dominant sequence (Zipf-like lengths: T / B far below N): the chain of 128 x 128 steps
-    (a.AttentionProblem(a.HSTU, 64, 1024, 2000, 4, 128, 128), "against a chain of 8"),
+    (a.AttentionProblem(a.HSTU, 64, 1024, 2000, 4, 128, 128), "against a chain of 8.0"),
     # one head, few sequences: too few steps per SM
-    (a.AttentionProblem(a.SOFTMAX, 32, 2048, 35000, 1, 128, 128), "against a chain of 16"),
+    (a.AttentionProblem(a.SOFTMAX, 32, 2048, 35000, 1, 128, 128), "against a chain of 16.0"),
     (a.AttentionProblem(a.SOFTMAX, 512, 256, 62686, 4, 64, 64), "D = 64 kernel ran"),
 ])
 def test_hopper_kernel_is_not_offered_where_it_measured_slower(problem, why):
