@@ -1,6 +1,8 @@
-"""Selection regret of the attention model: at each problem of a suite, every candidate the model
-offers (mymetaops/model/attention.py: native kernels through _C, Triton tiles through their
-launchers), and t(model's choice) / t(fastest).
+"""Selection regret of the attention model: at each problem of a suite, the choice the dispatch
+makes (the model's decision for the problem's bucket, as the public ops call it) against every
+kernel that runs the problem (mymetaops/model/attention.py: the Triton tiles it offers, through
+their launchers, and every native kernel built for these head dims through _C, withheld or
+refused ones included: a wrong refusal counts), t(choice) / t(fastest).
 
 Suite: 18 problems, the forward of both ops, bf16, causal, over three length distributions per
 (B, N, H, D): uniform in [1, N], all equal to N, and long-tailed (Zipf-like: N / rank^1.2, shuffled).
@@ -49,6 +51,7 @@ def lengths_of(dist: str, batch: int, n: int, seed: int = 0) -> torch.Tensor:
 
 def run(args, device, prefix, meta) -> dict:
     from mymetaops import _C, model
+    from mymetaops.configs import NativeAttentionConfig
     from mymetaops.ops import attention as ops
     from mymetaops.triton import hstu_attention as hstu
     from mymetaops.triton import jagged_attention as sm
@@ -70,27 +73,34 @@ def run(args, device, prefix, meta) -> dict:
             q, k, v = (torch.randn(total, heads, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
             for op in ("hstu_attention", "jagged_attention"):
                 problem = model.attention.problem_of(op, q, v, offsets, n, True, False)
-                decision = model.decide(op, problem, hw, "auto", gpu and ops._native_kernels_known(hw.vendor))
+                family = model.get_family("attention")
+                native_built = gpu and ops._native_kernels_known(hw.vendor)
+                decision = model.decide(op, family.problem_from_key(op, family.bucket_key(op, problem)), hw, "auto",
+                                        native_built)
+                kernels = [c.config for c in model.decide(op, problem, hw, "triton").candidates]
+                kernels += [NativeAttentionConfig(i, k.name)
+                            for i, k in enumerate(model.attention.NATIVE_KERNELS.get(hw.vendor, ()))
+                            if native_built and op in k.ops and dim in k.dims]
                 times = {}
-                for c in (c for c in decision.candidates if c.available):
-                    native = c.backend == "native"
-                    tiles = None if native or c.config.kernel_defaults else (
-                        c.config.block_m, c.config.block_n, c.config.num_warps, c.config.num_stages)
+                for config in kernels:
+                    native = isinstance(config, NativeAttentionConfig)
+                    tiles = None if native or config.kernel_defaults else (
+                        config.block_m, config.block_n, config.num_warps, config.num_stages)
                     try:
                         if native:
                             kind = ops.HSTU_KIND if op == "hstu_attention" else ops.SOFTMAX_KIND
                             scale = ALPHA if op == "hstu_attention" else dim ** -0.5
                             fn = lambda: _C._attention_forward_native(q, k, v, offsets, n, kind, scale, True,  # noqa: E731
-                                                                      c.config.kernel)
+                                                                      config.kernel)
                         elif op == "hstu_attention":
                             cfg = None if tiles is None else hstu.HstuConfig(*tiles)
                             fn = lambda: hstu.hstu_attention_fwd(q, k, v, offsets, n, ALPHA, config=cfg)  # noqa: E731
                         else:
                             cfg = None if tiles is None else sm.AttentionConfig(*tiles)
                             fn = lambda: sm.jagged_attention_fwd(q, k, v, offsets, n, config=cfg)  # noqa: E731
-                        times[str(c.config)] = median_us(fn, device)
+                        times[str(config)] = median_us(fn, device)
                     except Exception as e:  # noqa: BLE001
-                        times[str(c.config)] = None
+                        times[str(config)] = None
                         rows.append(dict(size=list(size), dist=dist, op=op, error=short_error(e)))
                 measured = {k: t for k, t in times.items() if t}
                 chosen = times.get(str(decision.choice.config))
