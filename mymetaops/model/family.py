@@ -30,6 +30,9 @@ class Estimate(NamedTuple):  # a tuple, not a dataclass: built for every candida
     margin: float  # bytes in flight / bytes in flight that saturate memory (robustness tie-break)
     registers: int  # per thread (robustness tie-break); 0 where unknown
     pieces: int  # pieces a row or tile is fetched in (robustness tie-break)
+    # The kernel's own time where time_us is a floor it does not reach (the host path of a tiny
+    # call): candidates tied at the floor go to the faster kernel. 0: time_us is the kernel's.
+    kernel_us: float = 0.0
 
 
 class Family(abc.ABC):

@@ -40,6 +40,7 @@ class Candidate:
     registers: int = 0
     pieces: int = 1  # pieces each row is fetched in
     first_call_us: float = 0.0  # paid once per process: JIT compilation
+    kernel_us: float = 0.0  # the kernel's own time under a host floor (Estimate.kernel_us)
 
     @property
     def cost_us(self) -> float:
@@ -68,7 +69,7 @@ def _candidates(family: Family, op: str, problem: Any, hw: HardwareSpec, native_
         missing = backend == "native" and not native_available
         out.append(Candidate(backend, config, e.time_us, e.bound, e.detail, not missing,
                              NATIVE_MISSING if missing else "", e.margin, e.registers, e.pieces,
-                             FIRST_CALL_US.get(backend, 0.0)))
+                             FIRST_CALL_US.get(backend, 0.0), e.kernel_us))
     return sorted(out, key=lambda c: c.time_us)
 
 
@@ -79,7 +80,7 @@ def _robust_best(pool: list[Candidate]) -> Candidate:
     # The tie band is 1% of a call, not of the first call's compile (equal among forced Triton configs).
     tied = [c for c in pool if c.cost_us <= best.cost_us + ROBUST_TIE_FRACTION * best.time_us]
     return min(tied, key=lambda c: (TRUST_ORDER.index(c.backend), -min(c.margin, MARGIN_ENOUGH), c.pieces,
-                                    c.registers, c.cost_us))
+                                    c.registers, c.cost_us, c.kernel_us))
 
 
 def jit_pays_off(pool: list[Candidate]) -> bool:
@@ -121,7 +122,7 @@ def _decide(family: Family, op: str, problem: Any, hardware: HardwareSpec, backe
     if not pool:
         raise ValueError(f"no available candidate for {op} (backend={backend!r})")
     choice = _robust_best(pool)
-    cheapest = min(pool, key=lambda c: c.cost_us)
+    cheapest = min(pool, key=lambda c: (c.cost_us, c.kernel_us))
     if backend != "auto":
         reason = f"forced to {backend} (MYMETAOPS_BACKEND / use_backend): its fastest predicted config"
     elif not native_available and any(c.backend == "native" for c in candidates):
@@ -134,6 +135,9 @@ def _decide(family: Family, op: str, problem: Any, hardware: HardwareSpec, backe
                   f"that needs no compile: its compile (paid once) pays off")
     elif choice is cheapest:
         reason = "fastest predicted"
+        if choice.kernel_us and any(c is not choice and c.cost_us == choice.cost_us for c in pool):
+            reason += (f": tied at the host path's {choice.time_us:.0f} us with others, the fastest kernel "
+                       f"({choice.kernel_us:.1f} us)")
     else:
         reason = (f"within {ROBUST_TIE_FRACTION:.0%} of the fastest prediction ({cheapest.time_us:.1f} us) and "
                   f"more robust: native, then vendor, then Triton; bytes in flight to spare, fewer row "
