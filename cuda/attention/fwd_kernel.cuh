@@ -10,9 +10,7 @@
 // shared memory) of key tile n+1 is issued before O += P V (wgmma, P from registers) of tile n, and
 // P = f(S) of tile n+1 runs while that product is on the tensor cores. Rows past the sequence are
 // loaded (the next sequence's rows, or TMA's zero fill past the tensor) but masked as keys and
-// never stored. The two consumers take turns at issuing their products (a "ping-pong" on two named
-// barriers): the tensor cores run one warpgroup's S and P V while the other computes f(S).
-// Included by attention.cu only.
+// never stored. Included by attention.cu only.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -45,13 +43,6 @@ using FullBarrier = cutlass::arch::ClusterTransactionBarrier;  // a TMA load's a
 // warpgroup at once, so after warpgroup_wait one thread may hand the operands back (as CUTLASS's
 // PipelineTmaAsync does) instead of 256 arrivals a buffer.
 using EmptyBarrier = cutlass::arch::ClusterBarrier;
-
-// The consumers' turns at the tensor cores. Warpgroup w waits on barrier kTurnBarrier + w, issues
-// its wgmma batch and arrives at the other's: the batches of the two alternate, so one warpgroup's
-// f(S) (MUFU and FP32 work that both would otherwise do at once, with the tensor cores idle) runs
-// under the other's products. Every batch of a warpgroup takes a turn (first S, S with the
-// previous P V, last P V): both consumers work on the same tiles, so their turn counts match.
-constexpr uint32_t kTurnBarrier = 0;  // named barriers 0 and 1 after CUTLASS's reserved ones
 
 template <int D>
 struct StagesFor {
@@ -403,11 +394,6 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
   auto release = [&](uint64_t* barrier) {
     if (tid % 128 == 0) EmptyBarrier::arrive(barrier);
   };
-  const int wg = tid / 128;
-  auto turn_begin = [&]() { cutlass::arch::NamedBarrier::sync(kConsumerThreads, kTurnBarrier + wg); };
-  auto turn_end = [&]() { cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier + (wg ^ 1)); };
-  static_assert(kConsumerWarpgroups == 2, "the turns alternate between two consumer warpgroups");
-  if (wg == 0) cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier);  // the first turn
   Tensor sQ = Tr::smem_q(smem);
   Tensor sK = Tr::smem_k(smem);
   Tensor sV = Tr::smem_v(smem);
@@ -452,10 +438,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
   for (int tile_count = 0;; ++tile_count) {
     FullBarrier::wait(&smem.q_full, tile_count & 1);
     const WorkTile tile = smem.tiles[tile_count & 1];
-    if (tile.len < 0) {
-      if (wg == 0) turn_begin();  // takes the other's last arrival: no barrier is left mid-phase
-      break;
-    }
+    if (tile.len < 0) break;
     const int m0 = tile.m_block * kBlockM;
     const int n_tiles = key_tiles(tile, p.causal);
     SoftmaxState<kRows> st;
@@ -464,9 +447,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
 
     int s = kv_count % kStages;
     FullBarrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
-    turn_begin();
     wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
-    turn_end();
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
     release(&smem.k_empty[s]);
@@ -480,12 +461,10 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       ++kv_count;
       s = kv_count % kStages;
       FullBarrier::wait(&smem.k_full[s], (kv_count / kStages) & 1);
-      turn_begin();
       wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, s), tSrS);
       FullBarrier::wait(&smem.v_full[prev], prev_phase);
       warpgroup_fence_operand(tOrP);
       wgmma_issue<false>(mma_o, tOrPa, tOrV(_, _, _, prev), tOrO);
-      turn_end();
       warpgroup_wait<1>();  // S of tile n is done; P V of tile n - 1 still runs
       warpgroup_fence_operand(tSrS);
       release(&smem.k_empty[s]);
@@ -500,9 +479,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     }
     FullBarrier::wait(&smem.v_full[s], (kv_count / kStages) & 1);
     warpgroup_fence_operand(tOrP);
-    turn_begin();
     wgmma_issue<false>(mma_o, tOrPa, tOrV(_, _, _, s), tOrO);
-    turn_end();
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
