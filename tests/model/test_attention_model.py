@@ -120,3 +120,20 @@ def test_hopper_kernel_is_not_offered_where_it_measured_slower(problem, why):
     d = decide(problem.op, problem, HARDWARE["H200"])
     assert d.choice.backend == "triton"
     assert why in dict(d.absent)["native"]
+
+
+@pytest.mark.parametrize("op", [a.HSTU, a.SOFTMAX])
+def test_candidates_tied_at_the_host_floor_go_to_the_fastest_kernel(op):
+    """Tiny problems: every candidate costs the public path's host floor; the choice is the one whose
+    kernel is predicted fastest (not the first listed), and the reason says so."""
+    p = a.AttentionProblem(op, 128, 256, 16448, 8, 32, 32)
+    d = decide(op, p, HARDWARE["H200"])
+    assert len({c.time_us for c in d.candidates}) == 1 and len(d.candidates) > 1
+    assert all(0 < c.kernel_us < c.time_us for c in d.candidates)
+    assert d.choice.kernel_us == min(c.kernel_us for c in d.candidates)
+    assert "tied at the host path's" in d.reason
+
+
+def test_above_the_host_floor_kernel_time_is_the_estimate():
+    d = decide(a.HSTU, _problem(), HARDWARE["H200"])
+    assert all(c.kernel_us == c.time_us for c in d.candidates if c.time_us > a.HOST_US["forward"])
