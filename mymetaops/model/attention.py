@@ -9,7 +9,8 @@ q-blocks touch, the diagonal ones whole:
     tiles   = (pairs + T block_m / 2) / (block_m block_n)   (non-causal: pairs = B (4/3) m^2)
     compute = tiles x 4 block_m block_n D (x 2.5 backward) / (peak x efficiency[config])
     t       = max(compute / SMs, the longest sequence's last block: N / block_n tiles in a row)
-              + launches + HOST_US (the public op's Python path)
+              + launches, at least HOST_US (the public op's Python path); candidates tied at
+              that floor go to the faster kernel (Estimate.kernel_us)
 
 Native forward kernels (cuda/attention/: TMA + wgmma; hip/attention/: MFMA) are costed the same way
 with their own tiles and efficiencies; they run unmasked causal / full attention in bf16 / fp16 at
