@@ -64,10 +64,7 @@ def kernel_us(fn, device: torch.device) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    try:
-        return median_us(graph.replay, device)
-    finally:
-        del graph
+    return median_us(graph.replay, device)
 
 
 def run(args, device, prefix, meta) -> dict:
