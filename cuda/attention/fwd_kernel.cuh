@@ -359,21 +359,28 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
       FullBarrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
       copy(p.tma_q.with(smem.q_full), get<0>(tQ), get<1>(tQ));
     }
-    const int n_tiles = key_tiles(tile, p.causal);
-    for (int n = 0; n < n_tiles; ++n, ++kv_count) {
-      const int s = kv_count % kStages;
-      const uint32_t free_phase = ((kv_count / kStages) & 1) ^ 1;
-      EmptyBarrier::wait(&smem.k_empty[s], free_phase);
-      if (leader) {
-        FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kKVBytes);
-        copy(p.tma_k.with(smem.k_full[s]), get<0>(tK)(_, n), get<1>(tK)(_, s));
-      }
-      EmptyBarrier::wait(&smem.v_empty[s], free_phase);
+    // In the consumers' order: K(n), then V(n - 1) (S of tile n is issued before P V of tile n - 1).
+    // V is handed back a step after K, so issuing V(n) before K(n + 1) would hold K(n + 1) behind
+    // that later release.
+    auto load_v = [&](int n, int count) {
+      const int s = count % kStages;
+      EmptyBarrier::wait(&smem.v_empty[s], ((count / kStages) & 1) ^ 1);
       if (leader) {
         FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Tr::kKVBytes);
         copy(p.tma_v.with(smem.v_full[s]), get<0>(tV)(_, n), get<1>(tV)(_, s));
       }
+    };
+    const int n_tiles = key_tiles(tile, p.causal);  // >= 1: the tile has rows
+    for (int n = 0; n < n_tiles; ++n, ++kv_count) {
+      const int s = kv_count % kStages;
+      EmptyBarrier::wait(&smem.k_empty[s], ((kv_count / kStages) & 1) ^ 1);
+      if (leader) {
+        FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kKVBytes);
+        copy(p.tma_k.with(smem.k_full[s]), get<0>(tK)(_, n), get<1>(tK)(_, s));
+      }
+      if (n > 0) load_v(n - 1, kv_count - 1);
     }
+    load_v(n_tiles - 1, kv_count - 1);
   }
   // No tile is left: hand the consumers a tile with len < 0 once they are done with the last Q.
   EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
