@@ -338,30 +338,36 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   Tensor mK = p.tma_k.get_tma_tensor(make_shape(total, HD{}, p.heads));
   Tensor mV = p.tma_v.get_tma_tensor(make_shape(HD{}, total, p.heads));
   const bool leader = threadIdx.x == 0;
+  // Q of a tile, as the TMA partition's (global source, shared destination).
+  auto q_copy = [&](const WorkTile& t) {
+    Tensor gQ = local_tile(domain_offset(make_coord(static_cast<int>(t.start), _0{}), mQ(_, _, t.h)),
+                           Shape<BM, HD>{}, make_coord(t.m_block, _0{}));
+    return tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+  };
   int kv_count = 0, tile_count = 0;
-  WorkTile tile;
+  WorkTile tile, next;
   TileSource<T, D, IndexT> source{p};
-  for (; source.next(tile); ++tile_count) {
+  // The next tile is taken one ahead, while this tile's loads are in flight, and its Q rows (read
+  // once, from DRAM) are pulled into L2 then: the consumers hand Q's buffer back only at their last
+  // S of a tile, a step or two before they need the next Q, less than a DRAM round trip.
+  bool has_tile = source.next(tile);
+  if (has_tile && leader) prefetch(p.tma_q, get<0>(q_copy(tile)));
+  for (; has_tile; ++tile_count) {
     const int s0 = static_cast<int>(tile.start);
-    Tensor gQ = local_tile(domain_offset(make_coord(s0, _0{}), mQ(_, _, tile.h)), Shape<BM, HD>{},
-                           make_coord(tile.m_block, _0{}));
     Tensor gK = local_tile(domain_offset(make_coord(s0, _0{}), mK(_, _, tile.h)), Shape<BN, HD>{},
                            make_coord(_, _0{}));
     Tensor gV = local_tile(domain_offset(make_coord(_0{}, s0), mV(_, _, tile.h)), Shape<HD, BN>{},
                            make_coord(_0{}, _));
-    auto tQ = tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto tK = tma_partition(p.tma_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
     auto tV = tma_partition(p.tma_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-    // Q is free once both consumers issued their last S of the previous tile.
-    EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
-    if (leader) {
-      smem.tiles[tile_count & 1] = tile;  // visible to the consumers through q_full's arrival
-      FullBarrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
-      copy(p.tma_q.with(smem.q_full), get<0>(tQ), get<1>(tQ));
-    }
-    // In the consumers' order: K(n), then V(n - 1) (S of tile n is issued before P V of tile n - 1).
-    // V is handed back a step after K, so issuing V(n) before K(n + 1) would hold K(n + 1) behind
-    // that later release.
+    auto load_k = [&](int n, int count) {
+      const int s = count % kStages;
+      EmptyBarrier::wait(&smem.k_empty[s], ((count / kStages) & 1) ^ 1);
+      if (leader) {
+        FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kKVBytes);
+        copy(p.tma_k.with(smem.k_full[s]), get<0>(tK)(_, n), get<1>(tK)(_, s));
+      }
+    };
     auto load_v = [&](int n, int count) {
       const int s = count % kStages;
       EmptyBarrier::wait(&smem.v_empty[s], ((count / kStages) & 1) ^ 1);
@@ -370,17 +376,28 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
         copy(p.tma_v.with(smem.v_full[s]), get<0>(tV)(_, n), get<1>(tV)(_, s));
       }
     };
-    const int n_tiles = key_tiles(tile, p.causal);  // >= 1: the tile has rows
-    for (int n = 0; n < n_tiles; ++n, ++kv_count) {
-      const int s = kv_count % kStages;
-      EmptyBarrier::wait(&smem.k_empty[s], ((kv_count / kStages) & 1) ^ 1);
-      if (leader) {
-        FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kKVBytes);
-        copy(p.tma_k.with(smem.k_full[s]), get<0>(tK)(_, n), get<1>(tK)(_, s));
-      }
-      if (n > 0) load_v(n - 1, kv_count - 1);
+    // K(0) before waiting for Q's buffer (FA3's order): its stage is usually free by then.
+    load_k(0, kv_count);
+    EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
+    if (leader) {
+      smem.tiles[tile_count & 1] = tile;  // visible to the consumers through q_full's arrival
+      FullBarrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
+      auto tQ = q_copy(tile);
+      copy(p.tma_q.with(smem.q_full), get<0>(tQ), get<1>(tQ));
     }
-    load_v(n_tiles - 1, kv_count - 1);
+    has_tile = source.next(next);
+    if (has_tile && leader) prefetch(p.tma_q, get<0>(q_copy(next)));
+    // Then in the consumers' order: K(n), V(n - 1) (S of tile n is issued before P V of tile
+    // n - 1). V is handed back a step after K, so issuing V(n) before K(n + 1) would hold K(n + 1)
+    // behind that later release.
+    const int n_tiles = key_tiles(tile, p.causal);  // >= 1: the tile has rows
+    for (int n = 1; n < n_tiles; ++n) {
+      load_k(n, kv_count + n);
+      load_v(n - 1, kv_count + n - 1);
+    }
+    load_v(n_tiles - 1, kv_count + n_tiles - 1);
+    kv_count += n_tiles;
+    tile = next;
   }
   // No tile is left: hand the consumers a tile with len < 0 once they are done with the last Q.
   EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
