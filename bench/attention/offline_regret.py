@@ -34,14 +34,13 @@ def rows(path: str):
 def main(paths: list[str]) -> int:
     from mymetaops import model
     from mymetaops.model import attention
-    hw, family = model.get_hardware("H200"), model.get_family("attention")
+    hw = model.get_hardware("H200")
     regrets = []
     for path in paths:
         for batch, n, heads, dim, dist, op, times in rows(path):
             total = int(lengths_of(dist, batch, n).sum())
             p = attention.AttentionProblem(op, batch, n, total, heads, dim, dim)
-            bucket = family.problem_from_key(op, family.bucket_key(op, p))
-            choice = str(model.decide(op, bucket, hw, "auto", True).choice.config)
+            choice = str(model.decide_bucketed(op, p, hw, "auto", True).decision.choice.config)
             regret = times[choice] / min(times.values())
             regrets.append(regret)
             if regret > BOUND:

@@ -91,10 +91,8 @@ def run(args, device, prefix, meta) -> dict:
             q, k, v = (torch.randn(total, heads, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
             for op in ("hstu_attention", "jagged_attention"):
                 problem = model.attention.problem_of(op, q, v, offsets, n, True, False)
-                family = model.get_family("attention")
                 native_built = gpu and ops._native_kernels_known(hw.vendor)
-                decision = model.decide(op, family.problem_from_key(op, family.bucket_key(op, problem)), hw, "auto",
-                                        native_built)
+                decision = model.decide_bucketed(op, problem, hw, "auto", native_built).decision
                 kernels = [c.config for c in model.decide(op, problem, hw, "triton").candidates]
                 kernels += [NativeAttentionConfig(i, k.name)
                             for i, k in enumerate(model.attention.NATIVE_KERNELS.get(hw.vendor, ()))
