@@ -1,11 +1,11 @@
 // The Hopper attention forward kernel (attention.h): persistent and warp-specialized. A CTA is one
 // producer warpgroup (one warp issues every TMA load; its registers are handed to the consumers)
 // and two consumer warpgroups of 64 query rows each. A tile is 128 query rows of one (sequence,
-// head). The producer warp takes tiles from a counter in global memory (the prologue kernel zeroes
-// it), a few at a time, and hands each one with rows to the consumers in shared memory: tile costs
-// vary with the sequences' lengths, and a fixed share per CTA left the last CTAs running alone.
-// Q and the K/V stages arrive by TMA on
-// mbarriers ("full"); the consumers hand each K and V buffer back on its "empty" barrier, so the producer
+// head). The producer warp takes tiles from a counter in global memory (order_sequences zeroes
+// it and sorts the sequences longest first), a few at a time, and hands each one with rows to the
+// consumers in shared memory: tile costs vary with the sequences' lengths, and a fixed share per
+// CTA left the last CTAs running alone. Q and the K/V stages arrive by TMA on mbarriers ("full");
+// the consumers hand each K and V buffer back on its "empty" barrier, so the producer
 // runs ahead across key tiles and into the next query tile. In a consumer, S = Q K^T (wgmma from
 // shared memory) of key tile n+1 is issued before O += P V (wgmma, P from registers) of tile n, and
 // P = f(S) of tile n+1 runs while that product is on the tensor cores. Rows past the sequence are
@@ -121,7 +121,8 @@ struct Params {
   typename Traits<T, D>::TmaK tma_k;
   typename Traits<T, D>::TmaV tma_v;
   const IndexT* offsets;
-  int32_t* tile_counter;  // the next tile index to hand out, 0 at launch (the prologue zeroes it)
+  const int32_t* order;   // [batch]: sequences by q blocks, descending (order_sequences)
+  int32_t* tile_counter;  // the next tile index to hand out, 0 at launch (order_sequences zeroes it)
   T* out;
   float* lse;
   int64_t batch, total, max_seq_len;
@@ -133,10 +134,11 @@ struct Params {
 };
 
 
-// Tile t of the launch's order: (sequence, head) pairs in groups of group_pairs; a group's tiles
-// run before the next group's, so the CTAs in flight share the K/V of a few pairs in L2. Within a
-// group the q block is the outer index, descending: under the causal mask the last blocks see the
-// most keys, so the cheap ones fill the tail.
+// Tile t of the launch's order: (sequence, head) pairs, the sequences longest first (p.order), in
+// groups of group_pairs; a group's tiles run before the next group's, so the CTAs in flight share
+// the K/V of a few pairs in L2. Within a group the q block is the outer index, descending: under
+// the causal mask the last blocks see the most keys, so the cheap ones fill the tail, and the
+// launch's last groups hold the shortest sequences.
 template <typename T, int D, typename IndexT>
 __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32_t t) {
   // 32-bit: the launcher bounds the tile count below 2^31 (64-bit divides are subroutine calls,
@@ -148,7 +150,7 @@ __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32
   const int32_t size = min(p.group_pairs, pairs - group * p.group_pairs);
   const int32_t rank = local / size;
   const int32_t pair = group * p.group_pairs + (local - rank * size);
-  const int32_t b = pair / p.heads;
+  const int32_t b = p.order[pair / p.heads];
   const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
   const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
   WorkTile tile;
@@ -161,8 +163,10 @@ __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32
 
 // Tile indices a producer takes from the counter at once: consecutive indices are q blocks of the
 // same rank in neighbouring (sequence, head) pairs (tile_at's order), so a grab holds similar
-// costs; about half the tiles are empty under uniform lengths, so 4 make ~2 with rows.
-constexpr int kTileGrab = 4;
+// costs. About half the tiles are empty under uniform lengths; 2 a grab spares atomics on them,
+// and more would hand one CTA several of the costliest tiles at once (a simulation of the
+// schedule at the issue's shapes: 4 left 3-9% more tail than 2).
+constexpr int kTileGrab = 2;
 
 // The producer warp's source of tiles with rows, in grab order. Each grab is one atomic of lane 0;
 // lane i < kTileGrab decodes candidate base + i, and `pending` holds the lanes whose candidate has
