@@ -150,14 +150,15 @@ __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32
   const int32_t size = min(p.group_pairs, pairs - group * p.group_pairs);
   const int32_t rank = local / size;
   const int32_t pair = group * p.group_pairs + (local - rank * size);
-  const int32_t b = p.order[pair / p.heads];
+  const int32_t seq_rank = pair / p.heads;  // the sequence's place in p.order
+  const int32_t b = p.order[seq_rank];
   const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
   const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
   WorkTile tile;
   tile.start = start;
   tile.len = static_cast<int32_t>(min(max(end - start, int64_t{0}), p.max_seq_len));
   tile.m_block = p.num_m_blocks - 1 - rank;
-  tile.h = pair - b * p.heads;
+  tile.h = pair - seq_rank * p.heads;
   return tile;
 }
 
