@@ -1,8 +1,8 @@
-// Launchers of the Hopper attention forward (csrc/include/mymetaops/attention.h). A launch is three
-// kernels on the stream: a prologue that checks the offsets into the error record and writes the
-// rows no CTA covers (out 0, lse -inf); a one-block sort of the sequences by length into the
-// workspace, which also zeroes its tile counter; then the persistent TMA + wgmma kernel of
-// fwd_kernel.cuh (one CTA per SM), which hands tiles out from that counter in that order.
+// Launchers of the Hopper attention forward (csrc/include/mymetaops/attention.h). A launch is two
+// kernels on the stream: a prologue that checks the offsets into the error record, writes the rows
+// no CTA covers (out 0, lse -inf), zeroes the tile counter (the workspace) and sorts the sequences
+// by length into it; then the persistent TMA + wgmma kernel of fwd_kernel.cuh (one CTA per SM),
+// which hands tiles out from that counter in that order.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,11 +22,13 @@ namespace {
 constexpr int kPrologueThreads = 256;
 constexpr int kAlignElems = 8;  // 16 bytes: TMA's address and stride granularity
 constexpr int64_t kGroupWaves = 2;  // see group_pairs below
-constexpr int kOrderThreads = 1024;
 // Sort keys are q blocks per sequence; sequences of more than 2047 blocks (262K rows) share the
 // last bucket, where their order among themselves matters little.
 constexpr int kOrderBuckets = 2048;
-constexpr int kOrderPerThread = kOrderBuckets / kOrderThreads;
+constexpr int kOrderPerThread = kOrderBuckets / kPrologueThreads;
+// Sequences a thread of the sorting block keys per round, their loads in flight together: 2048 a
+// round. The block runs beside the B per-sequence blocks, which take longer for large B.
+constexpr int kOrderLoads = 8;
 
 // Zero out[r0, r1) (all heads) and set lse[:, r0 .. r1) to -inf, by the threads of one block.
 __device__ void clear_rows(void* out, float* lse, int64_t r0, int64_t r1, int64_t row_elems, int heads,
@@ -41,13 +43,73 @@ __device__ void clear_rows(void* out, float* lse, int64_t r0, int64_t r1, int64_
   }
 }
 
-// Block b < batch: checks offsets[b + 1] and sequence b's length, clears its rows past
-// max_seq_len. Block batch: checks offsets[0], clears the rows outside every sequence.
+// By the threads of one block: workspace[0] = 0 (the tile counter) and workspace[1 + i] = the
+// sequence of rank i by q blocks, descending (a counting sort; ties in any order). The persistent
+// kernel takes (sequence, head) pairs in this order, so the costliest tiles start first and the
+// last ones handed out are short (longest processing time first). In index order a long sequence
+// late in the batch ran alone at the end: ncu had the SMs busy 75-79% of the kernel on average
+// (run 12). Needs max_seq_len > 0.
 template <typename IndexT>
-__global__ void prologue(const IndexT* offsets, int64_t batch, int64_t total, int64_t max_seq_len, void* out,
-                         float* lse, int heads, int64_t row_elems, int64_t* errors, ErrorOp op) {
+__device__ void order_sequences(const IndexT* offsets, int64_t batch, int64_t total, int64_t max_seq_len,
+                                int32_t* workspace) {
+  using Scan = cub::BlockScan<int32_t, kPrologueThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ int32_t next[kOrderBuckets];  // per key: its count, then the next free rank
+  for (int k = threadIdx.x; k < kOrderBuckets; k += kPrologueThreads) next[k] = 0;
+  if (threadIdx.x == 0) workspace[0] = 0;
+  __syncthreads();
+  // q blocks of sequences b0, b0 + T, ... (kOrderLoads of them, -1 past the batch) as the
+  // persistent kernel sees them (tile_at's clamps).
+  auto keys = [&](int64_t b0, int (&key)[kOrderLoads]) {
+    for (int i = 0; i < kOrderLoads; ++i) {
+      const int64_t b = b0 + i * kPrologueThreads;
+      if (b >= batch) {
+        key[i] = -1;
+        continue;
+      }
+      const int64_t start = min(max(static_cast<int64_t>(offsets[b]), int64_t{0}), total);
+      const int64_t end = min(max(static_cast<int64_t>(offsets[b + 1]), int64_t{0}), total);
+      const int64_t len = min(max(end - start, int64_t{0}), max_seq_len);
+      key[i] = static_cast<int>(min((len + kBlockM - 1) / kBlockM, int64_t{kOrderBuckets - 1}));
+    }
+  };
+  constexpr int64_t kRound = int64_t{kPrologueThreads} * kOrderLoads;
+  for (int64_t b0 = threadIdx.x; b0 < batch; b0 += kRound) {
+    int key[kOrderLoads];
+    keys(b0, key);
+    for (int i = 0; i < kOrderLoads; ++i) {
+      if (key[i] >= 0) atomicAdd(&next[key[i]], 1);
+    }
+  }
+  __syncthreads();
+  // Exclusive sum from the largest key down: a key's first rank is the count of longer sequences.
+  int32_t mine[kOrderPerThread];
+  for (int i = 0; i < kOrderPerThread; ++i) mine[i] = next[kOrderBuckets - 1 - (threadIdx.x * kOrderPerThread + i)];
+  Scan(scan).ExclusiveSum(mine, mine);
+  __syncthreads();
+  for (int i = 0; i < kOrderPerThread; ++i) next[kOrderBuckets - 1 - (threadIdx.x * kOrderPerThread + i)] = mine[i];
+  __syncthreads();
+  for (int64_t b0 = threadIdx.x; b0 < batch; b0 += kRound) {
+    int key[kOrderLoads];
+    keys(b0, key);
+    for (int i = 0; i < kOrderLoads; ++i) {
+      if (key[i] >= 0) workspace[1 + atomicAdd(&next[key[i]], 1)] = static_cast<int32_t>(b0 + i * kPrologueThreads);
+    }
+  }
+}
+
+// Block b < batch: checks offsets[b + 1] and sequence b's length, clears its rows past
+// max_seq_len. Block batch: checks offsets[0], clears the rows outside every sequence and, when
+// the persistent kernel runs (max_seq_len > 0, rows), zeroes its tile counter and sorts the
+// sequences for it (order_sequences).
+template <typename IndexT>
+__global__ void __launch_bounds__(kPrologueThreads) prologue(const IndexT* offsets, int64_t batch, int64_t total,
+                                                             int64_t max_seq_len, void* out, float* lse, int heads,
+                                                             int64_t row_elems, int64_t* errors, ErrorOp op,
+                                                             int32_t* workspace) {
   const int64_t b = blockIdx.x;
   if (b == batch) {
+    if (max_seq_len > 0 && total > 0 && batch > 0) order_sequences(offsets, batch, total, max_seq_len, workspace);
     const int64_t first = offsets[0];
     if (threadIdx.x == 0 && first != 0) record_error(errors, op, ErrorCode::kOffsetNotAtEnd, 0, first, 0);
     const int64_t lo = min(max(first, int64_t{0}), total);
@@ -71,42 +133,6 @@ __global__ void prologue(const IndexT* offsets, int64_t batch, int64_t total, in
   clear_rows(out, lse, start + min(end - start, max(max_seq_len, int64_t{0})), end, row_elems, heads, total);
 }
 
-// One block: workspace[0] = 0 (the tile counter) and workspace[1 + i] = the sequence of rank i by
-// q blocks, descending (a counting sort; ties in any order). The persistent kernel takes (sequence,
-// head) pairs in this order, so the costliest tiles start first and the last ones handed out are
-// short (longest processing time first). In index order a long sequence late in the batch ran
-// alone at the end: ncu had the SMs busy 75-79% of the kernel on average (run 12).
-template <typename IndexT>
-__global__ void __launch_bounds__(kOrderThreads) order_sequences(const IndexT* offsets, int64_t batch,
-                                                                 int64_t total, int64_t max_seq_len,
-                                                                 int32_t* workspace) {
-  using Scan = cub::BlockScan<int32_t, kOrderThreads>;
-  __shared__ typename Scan::TempStorage scan;
-  __shared__ int32_t next[kOrderBuckets];  // per key: its count, then the next free rank
-  for (int k = threadIdx.x; k < kOrderBuckets; k += kOrderThreads) next[k] = 0;
-  if (threadIdx.x == 0) workspace[0] = 0;
-  __syncthreads();
-  // q blocks of sequence b as the persistent kernel sees it (tile_at's clamps); max_seq_len > 0.
-  auto key = [&](int64_t b) {
-    const int64_t start = min(max(static_cast<int64_t>(offsets[b]), int64_t{0}), total);
-    const int64_t end = min(max(static_cast<int64_t>(offsets[b + 1]), int64_t{0}), total);
-    const int64_t len = min(max(end - start, int64_t{0}), max_seq_len);
-    return static_cast<int>(min((len + kBlockM - 1) / kBlockM, int64_t{kOrderBuckets - 1}));
-  };
-  for (int64_t b = threadIdx.x; b < batch; b += kOrderThreads) atomicAdd(&next[key(b)], 1);
-  __syncthreads();
-  // Exclusive sum from the largest key down: a key's first rank is the count of longer sequences.
-  int32_t mine[kOrderPerThread];
-  for (int i = 0; i < kOrderPerThread; ++i) mine[i] = next[kOrderBuckets - 1 - (threadIdx.x * kOrderPerThread + i)];
-  Scan(scan).ExclusiveSum(mine, mine);
-  __syncthreads();
-  for (int i = 0; i < kOrderPerThread; ++i) next[kOrderBuckets - 1 - (threadIdx.x * kOrderPerThread + i)] = mine[i];
-  __syncthreads();
-  for (int64_t b = threadIdx.x; b < batch; b += kOrderThreads) {
-    workspace[1 + atomicAdd(&next[key(b)], 1)] = static_cast<int32_t>(b);
-  }
-}
-
 // q blocks of the longest possible sequence: a sequence's used rows never exceed min(max_seq_len, total).
 int64_t q_blocks(const AttentionForwardArgs& a) {
   const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
@@ -116,14 +142,12 @@ int64_t q_blocks(const AttentionForwardArgs& a) {
 template <typename T, int D, typename IndexT>
 LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   const IndexT* offsets = static_cast<const IndexT*>(a.offsets);
+  int32_t* workspace = static_cast<int32_t*>(a.workspace);
   prologue<IndexT><<<static_cast<unsigned>(a.batch + 1), kPrologueThreads, 0, stream>>>(
       offsets, a.batch, a.total, a.max_seq_len, a.out, a.lse, a.heads, static_cast<int64_t>(a.heads) * D,
-      a.errors, a.error_op);
+      a.errors, a.error_op, workspace);
   if (LaunchError e = launch_status()) return e;
   if (a.batch == 0 || a.total == 0 || a.max_seq_len <= 0) return nullptr;
-  int32_t* workspace = static_cast<int32_t*>(a.workspace);
-  order_sequences<IndexT><<<1, kOrderThreads, 0, stream>>>(offsets, a.batch, a.total, a.max_seq_len, workspace);
-  if (LaunchError e = launch_status()) return e;
 
   using Tr = Traits<T, D>;
   const int total = static_cast<int>(a.total);
