@@ -121,8 +121,8 @@ struct Params {
   typename Traits<T, D>::TmaK tma_k;
   typename Traits<T, D>::TmaV tma_v;
   const IndexT* offsets;
-  const int32_t* order;   // [batch]: sequences by q blocks, descending (order_sequences)
-  int32_t* tile_counter;  // the next tile index to hand out, 0 at launch (order_sequences zeroes it)
+  const int32_t* order;   // [batch]: sequences by q blocks, descending (order_sequences); null: index order
+  int32_t* tile_counter;  // the next tile index to hand out, 0 at launch (the prologue zeroes it)
   T* out;
   float* lse;
   int64_t batch, total, max_seq_len;
@@ -134,9 +134,9 @@ struct Params {
 };
 
 
-// Tile t of the launch's order: (sequence, head) pairs, the sequences longest first (p.order), in
-// groups of group_pairs; a group's tiles run before the next group's, so the CTAs in flight share
-// the K/V of a few pairs in L2. Within a group the q block is the outer index, descending: under
+// Tile t of the launch's order: (sequence, head) pairs, the sequences longest first (p.order; in
+// index order when it is null), in groups of group_pairs; a group's tiles run before the next
+// group's, so the CTAs in flight share the K/V of a few pairs in L2. Within a group the q block is the outer index, descending: under
 // the causal mask the last blocks see the most keys, so the cheap ones fill the tail, and the
 // launch's last groups hold the shortest sequences.
 template <typename T, int D, typename IndexT>
@@ -151,7 +151,7 @@ __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32
   const int32_t rank = local / size;
   const int32_t pair = group * p.group_pairs + (local - rank * size);
   const int32_t seq_rank = pair / p.heads;  // the sequence's place in p.order
-  const int32_t b = p.order[seq_rank];
+  const int32_t b = p.order != nullptr ? p.order[seq_rank] : seq_rank;
   const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
   const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
   WorkTile tile;

@@ -86,23 +86,23 @@ AMD_WITHHELD = ("the CDNA kernels (hip/attention/) have run only through the HIP
 # model offers them only where the two agree).
 NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # cuda/attention/: persistent, a TMA producer warp and 2 consumer warpgroups of 64 q rows x 128
-    # keys, 3 K/V stages, wgmma SS then RS, tiles handed out from a counter. [M] H200 run 9
-    # (bench/attention/NOTES.md), launcher: hstu 224 / 137 / 442 / 66 TF, softmax 199 / 121 / 392 / 56
-    # on the issue's four shapes, against Triton's 223 / 127 / 449 / 61 and 194 / 121 / 317 / 55 in
-    # the same call (run 8's fixed tile share per CTA: 161 / 107 / 339 / 52 and 148 / 106 / 320 / 46).
-    # Efficiency: the long shape's, hstu / softmax. With no JIT they win wherever they are offered
-    # and Triton is not 2x faster (select.JIT_PAYS_OFF), so where they are offered is measured
-    # (regret.py, run 9: one 128-row tile per SM at a time): at D = 128 they ran 0.78-1.005x the
-    # best Triton tile where each SM had 3.4-9.7 steps per step of the longest sequence's chain
-    # (B64 N1024 H4, B256 N512 H2; uniform or equal lengths), but up to 1.7x slower below 2.1 (B32
-    # N2048 H1; Zipf lengths, one dominant sequence): its chain of 128 x 128 steps is twice
-    # Triton's. At D = 64 (half the work per tile, still one CTA per SM) softmax lost on every
-    # problem and HSTU at B16 N4096 H2 by 1.5x.
+    # keys, 3 K/V stages, wgmma SS then RS, tiles handed out from a counter, the sequences longest
+    # first from 5 q blocks up. [M] H200 run 13 (bench/attention/NOTES.md), launcher: hstu 251 /
+    # 134 / 528 / 62 TF, softmax 234 / 133 / 441 / 72 on the issue's four shapes (run 9, index
+    # order: 224 / 137 / 442 / 66 and 199 / 121 / 392 / 56; Triton's best tiles in run 9: 223 /
+    # 127 / 449 / 61 and 194 / 121 / 317 / 55). Efficiency: the long shape's, hstu / softmax. With
+    # no JIT they win wherever they are offered and Triton is not 2x faster (select.JIT_PAYS_OFF),
+    # so where they are offered is measured (regret.py): at D = 128 they ran 0.78-1.005x the best
+    # Triton tile where each SM had 3.4-9.7 steps per step of the longest sequence's chain (run 9),
+    # and since the longest sequences start first (run 13) 0.85-0.97x at 2.1 (B32 N2048 H1, equal
+    # lengths), but up to 1.36x slower below 1 (the same, uniform lengths): its chain of 128 x 128
+    # steps is twice Triton's. At D = 64 (half the work per tile, still one CTA per SM) softmax lost
+    # on most problems (1.3x at B512 N256 H4 uniform) while HSTU won at equal lengths by 1.1x.
     "nvidia": (
         NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (442 / 989, 392 / 989),
                      HOPPER_D64_WITHHELD),
-        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (442 / 989, 392 / 989),
-                     min_steps_per_chain=2.5),
+        NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (528 / 989, 441 / 989),
+                     min_steps_per_chain=2.0),
     ),
     # hip/attention/attention_fwd.hip: 4 waves x 32 q rows, K / V double-buffered in LDS, MFMA
     # 32x32x8; [A] 0.30 of the peak (no AMD GPU here; Triton's AMD tiles are assumed at 0.25).
