@@ -71,15 +71,20 @@ class NativeKernel:
     block_n: int
     efficiency: tuple[float, ...]  # share of the bf16 / fp16 peak on the tiles it computes, per op of `ops`
     withheld: str = ""  # why the model does not offer it although it is built (tests call it directly)
+    withheld_ops: tuple[str, ...] = ()  # the ops `withheld` holds for; () = all of `ops`
     # Where it is offered: its block_m x block_n steps per SM at least this multiple of the longest
     # sequence's chain of steps (max_seq_len / block_n): below it the chain and the SMs left idle
     # by too few tiles bound the time, which larger tiles lengthen. The dispatch decides on a
     # bucket's middle problem (B, N, T within ~9%), so the threshold keeps a margin on both sides.
     min_steps_per_chain: float = 0.0
 
+    def withheld_for(self, op: str) -> str:
+        """Why the model does not offer this kernel for op ("" when it does)."""
+        return self.withheld if not self.withheld_ops or op in self.withheld_ops else ""
 
-HOPPER_D64_WITHHELD = ("the Hopper D = 64 kernel ran 1.1-1.7x slower than Triton's tiles on the H200 for softmax, "
-                       "and for HSTU on few long sequences (bench/attention run 9: one 128-row tile per SM)")
+
+HOPPER_D64_WITHHELD = ("the Hopper D = 64 kernel ran softmax up to 1.3x slower than Triton's tiles on the H200 "
+                       "(bench/attention run 15: B512 N256 H4, uniform lengths)")
 AMD_WITHHELD = ("the CDNA kernels (hip/attention/) have run only through the HIP-on-CUDA shim, which replaces "
                 "their MFMA steps: not offered before they pass on AMD hardware")
 # The mirror of the native kernels each vendor's build has (checked against _C at run time: the
@@ -96,11 +101,13 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # Triton tile where each SM had 3.4-9.7 steps per step of the longest sequence's chain (run 9),
     # and since the longest sequences start first (run 13) 0.85-0.97x at 2.1 (B32 N2048 H1, equal
     # lengths), but up to 1.36x slower below 1 (the same, uniform lengths): its chain of 128 x 128
-    # steps is twice Triton's. At D = 64 (half the work per tile, still one CTA per SM) softmax lost
-    # on most problems (1.3x at B512 N256 H4 uniform) while HSTU won at equal lengths by 1.1x.
+    # steps is twice Triton's. At D = 64 (half the work per tile, still one CTA per SM; efficiency
+    # from B16 N4096 H2, equal lengths, run 15) HSTU ran 0.86-0.93x the best Triton tile at 4-25
+    # steps per chain step and 1.04x at 1.5, so it is offered from 2 as at D = 128; softmax ran up
+    # to 1.3x slower at 7 and is withheld.
     "nvidia": (
-        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (442 / 989, 392 / 989),
-                     HOPPER_D64_WITHHELD),
+        NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (417 / 989, 328 / 989),
+                     HOPPER_D64_WITHHELD, (SOFTMAX,), min_steps_per_chain=2.0),
         NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (528 / 989, 441 / 989),
                      min_steps_per_chain=2.0),
     ),
@@ -227,8 +234,8 @@ class AttentionFamily(Family):
             return "the backward runs on Triton only (no native backward kernel yet)"
         if not kernels:
             return f"no native attention kernel is built for {hw.vendor}"
-        if all(k.withheld for k in kernels):
-            return kernels[0].withheld
+        if all(k.withheld_for(op) for k in kernels):
+            return kernels[0].withheld_for(op)
         if hw.arch not in NATIVE_ARCHS[hw.vendor]:
             return f"the native attention kernels are built for {', '.join(NATIVE_ARCHS[hw.vendor])}, not {hw.arch}"
         if p.dtype not in NATIVE_DTYPES:
@@ -239,8 +246,8 @@ class AttentionFamily(Family):
             dims = sorted({d for k in kernels if op in k.ops for d in k.dims})
             return f"the native kernels run Dqk = Dv in {dims}, not Dqk {p.dqk} / Dv {p.dv}"
         row = next(k for k in kernels if op in k.ops and p.dqk in k.dims)
-        if row.withheld:
-            return row.withheld
+        if row.withheld_for(op):
+            return row.withheld_for(op)
         steps = _steps(p, row.block_m, row.block_n) / hw.sm_count
         chain = p.max_len / row.block_n
         if steps < row.min_steps_per_chain * chain:
@@ -253,7 +260,7 @@ class AttentionFamily(Family):
         if self.native_refusal(op, p, hw):
             return
         for index, k in enumerate(NATIVE_KERNELS[hw.vendor]):
-            if op in k.ops and p.dqk in k.dims and not k.withheld:
+            if op in k.ops and p.dqk in k.dims and not k.withheld_for(op):
                 c = NativeAttentionConfig(index, k.name)
                 yield "native", c, _estimate(p, hw, c, k.efficiency[k.ops.index(op)])
 
