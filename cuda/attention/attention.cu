@@ -178,6 +178,7 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
       a.heads,
       0,
       1,
+      kTileGrab,
       a.kind == AttentionKind::kSoftmax,
       a.causal,
       a.alpha,
@@ -195,6 +196,7 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   p.group_pairs = static_cast<int32_t>(group < 1 ? 1 : group > pairs ? pairs : group);
   const int64_t ctas = tiles < sms ? tiles : sms;  // persistent: one CTA per SM
   if (ctas == 0) return nullptr;
+  if (tiles < kSingleGrabTiles * ctas) p.tile_grab = 1;
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
   auto kernel = attention_fwd<T, D, IndexT>;

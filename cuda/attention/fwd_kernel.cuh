@@ -129,6 +129,7 @@ struct Params {
   int32_t num_tiles;      // num_m_blocks x batch x heads (< 2^31), empty ones included
   int32_t heads, num_m_blocks;
   int32_t group_pairs;    // (sequence, head) pairs per group of the tile order, <= batch x heads
+  int32_t tile_grab;      // tile indices a producer takes at once: 1 or kTileGrab (TileSource)
   bool softmax, causal;
   float alpha, inv_max_seq_len;
 };
@@ -162,15 +163,18 @@ __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32
   return tile;
 }
 
-// Tile indices a producer takes from the counter at once: consecutive indices are q blocks of the
-// same rank in neighbouring (sequence, head) pairs (tile_at's order), so a grab holds similar
-// costs. About half the tiles are empty under uniform lengths; 2 a grab spares atomics on them,
-// and more would hand one CTA several of the costliest tiles at once (a simulation of the
-// schedule at the issue's shapes: 4 left 3-9% more tail than 2).
+// Tile indices a producer takes from the counter at once (Params::tile_grab, the launcher's
+// choice): consecutive indices are q blocks of the same rank in neighbouring (sequence, head)
+// pairs (tile_at's order), so a grab holds similar costs. About half the tiles are empty under
+// uniform lengths; 2 a grab spares atomics on them, and more would hand one CTA several of the
+// costliest tiles at once (a simulation of the schedule at the issue's shapes: 4 left 3-9% more
+// tail than 2). Below kSingleGrabTiles tiles a CTA that is what sets the end: grabs of 1 ran
+// 1.21-1.30x faster at B32 N2048 H1 (3.9 tiles a CTA) and HSTU 2-6% slower from 15 up (run 15).
 constexpr int kTileGrab = 2;
+constexpr int kSingleGrabTiles = 8;
 
 // The producer warp's source of tiles with rows, in grab order. Each grab is one atomic of lane 0;
-// lane i < kTileGrab decodes candidate base + i, and `pending` holds the lanes whose candidate has
+// lane i < tile_grab decodes candidate base + i, and `pending` holds the lanes whose candidate has
 // rows and is not handed out yet.
 template <typename T, int D, typename IndexT>
 struct TileSource {
@@ -183,12 +187,12 @@ struct TileSource {
     const int lane = threadIdx.x % 32;
     while (pending == 0) {
       int32_t base = 0;
-      if (lane == 0) base = atomicAdd(p.tile_counter, kTileGrab);
+      if (lane == 0) base = atomicAdd(p.tile_counter, p.tile_grab);
       base = __shfl_sync(0xffffffffu, base, 0);
       if (base >= p.num_tiles) return false;
       const int32_t mine = base + lane;  // num_tiles <= 2^30: no overflow
       bool has_rows = false;
-      if (lane < kTileGrab && mine < p.num_tiles) {
+      if (lane < p.tile_grab && mine < p.num_tiles) {
         candidate = tile_at(p, mine);
         has_rows = candidate.m_block * kBlockM < candidate.len;
       }
