@@ -7,7 +7,10 @@ least-squares fit of run 11's stage timings over the four D = 128 shapes (bench/
 A grab that finds no tile with rows costs its atomic's latency (--atomic-us); otherwise the
 producer's one-ahead grab hides it. Each CTA runs its tiles back to back; the makespan against the
 mean busy time is what ncu reads as sm__cycles_active avg / max (run 12: 0.75 at B64 N1024, 0.79 at
-B32 N4096 in index order with grabs of 4).
+B32 N4096 in index order with grabs of 4). Against the GPU: longest first with grabs of 2 was
+simulated 1.16-1.30x faster than index order with grabs of 4 at the D = 128 shapes and measured
+1.15-1.27x from N = 1024 (run 13); grabs of 1 at B32 N2048 H1, simulated 1.43x, measured
+1.21-1.30x (run 15). The production rule (attention.cu) is its own column.
 
     python bench/attention/schedule_sim.py [--sms 132] [--atomic-us 0.5]
 """
@@ -21,7 +24,9 @@ import random
 TILE_US, STEP_US = 2.3, 1.84  # run 11's fit of the full kernel (us per tile, per 128 x 128 step)
 BLOCK = 128
 GROUP_WAVES = 2  # cuda/attention/attention.cu: kGroupWaves
-SHAPES = ((64, 1024, 4), (256, 512, 2), (32, 4096, 4), (512, 256, 4), (16, 8192, 4))
+SORT_MIN_BLOCKS = 5  # attention.cu: kSortMinBlocks
+SINGLE_GRAB_TILES = 8  # fwd_kernel.cuh: kSingleGrabTiles
+SHAPES = ((64, 1024, 4), (256, 512, 2), (32, 4096, 4), (512, 256, 4), (16, 8192, 4), (32, 2048, 1))
 
 
 def tile_order(lengths: list[int], heads: int, max_len: int, sms: int, longest_first: bool):
@@ -56,21 +61,24 @@ def main() -> None:
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--atomic-us", type=float, default=0.5)
     args = ap.parse_args()
-    variants = (("index, grab 4 (main)", False, 4), ("index, grab 2", False, 2),
-                ("longest first, grab 4", True, 4), ("longest first, grab 2", True, 2))
-    print("| shape | " + " | ".join(v[0] for v in variants) + " |")
-    print("|---" * (len(variants) + 1) + "|")
+    variants = (("index, grab 4 (run 12)", False, 4), ("index, grab 2", False, 2),
+                ("longest first, grab 2", True, 2), ("longest first, grab 1", True, 1))
+    print("| shape | " + " | ".join(v[0] for v in variants) + " | production |")
+    print("|---" * (len(variants) + 2) + "|")
     for batch, max_len, heads in SHAPES:
         rng = random.Random(0)
         lengths = [rng.randint(1, max_len) for _ in range(batch)]
+        blocks = math.ceil(min(max_len, sum(lengths)) / BLOCK)
+        tiles = blocks * batch * heads
+        production = ("production", blocks >= SORT_MIN_BLOCKS,
+                      1 if tiles < SINGLE_GRAB_TILES * min(tiles, args.sms) else 2)
         cells, base = [], None
-        for _, longest_first, grab in variants:
+        for _, longest_first, grab in variants + (production,):
             order = tile_order(lengths, heads, max_len, args.sms, longest_first)
             makespan, share = busy_share(lengths, order, args.sms, grab, args.atomic_us)
             base = base or makespan
             cells.append(f"{makespan:.0f} us, busy {share:.2f} ({base / makespan:.2f}x)")
         print(f"| B{batch} N{max_len} H{heads} | " + " | ".join(cells) + " |")
-
 
 if __name__ == "__main__":
     main()
