@@ -1,7 +1,7 @@
 // Launchers of the Hopper attention forward (csrc/include/mymetaops/attention.h). A launch is two
 // kernels on the stream: a prologue that checks the offsets into the error record, writes the rows
-// no CTA covers (out 0, lse -inf), zeroes the tile counter (the workspace) and sorts the sequences
-// by length into it; then the persistent TMA + wgmma kernel of fwd_kernel.cuh (one CTA per SM),
+// no CTA covers (out 0, lse -inf), zeroes the tile counter (the workspace) and, for long enough
+// sequences, sorts them by length into it; then the persistent TMA + wgmma kernel of fwd_kernel.cuh (one CTA per SM),
 // which hands tiles out from that counter in that order.
 #include <cuda_runtime.h>
 
@@ -47,8 +47,7 @@ __device__ void clear_rows(void* out, float* lse, int64_t r0, int64_t r1, int64_
   }
 }
 
-// By the threads of one block: workspace[0] = 0 (the tile counter) and workspace[1 + i] = the
-// sequence of rank i by q blocks, descending (a counting sort; ties in any order). The persistent
+// By the threads of one block: workspace[1 + i] = the sequence of rank i by q blocks, descending (a counting sort; ties in any order). The persistent
 // kernel takes (sequence, head) pairs in this order, so the costliest tiles start first and the
 // last ones handed out are short (longest processing time first). In index order a long sequence
 // late in the batch ran alone at the end: ncu had the SMs busy 75-79% of the kernel on average
@@ -60,7 +59,6 @@ __device__ void order_sequences(const IndexT* offsets, int64_t batch, int64_t to
   __shared__ typename Scan::TempStorage scan;
   __shared__ int32_t next[kOrderBuckets];  // per key: its count, then the next free rank
   for (int k = threadIdx.x; k < kOrderBuckets; k += kPrologueThreads) next[k] = 0;
-  if (threadIdx.x == 0) workspace[0] = 0;
   __syncthreads();
   // q blocks of sequences b0, b0 + T, ... (kOrderLoads of them, -1 past the batch) as the
   // persistent kernel sees them (tile_at's clamps).
@@ -103,9 +101,8 @@ __device__ void order_sequences(const IndexT* offsets, int64_t batch, int64_t to
 }
 
 // Block b < batch: checks offsets[b + 1] and sequence b's length, clears its rows past
-// max_seq_len. Block batch: checks offsets[0], clears the rows outside every sequence and, when
-// the persistent kernel runs (max_seq_len > 0, rows), zeroes its tile counter and, when `sort`,
-// sorts the sequences for it (order_sequences).
+// max_seq_len. Block batch: checks offsets[0], clears the rows outside every sequence, zeroes the
+// tile counter and, when `sort` (max_seq_len > 0 then), sorts the sequences (order_sequences).
 template <typename IndexT>
 __global__ void __launch_bounds__(kPrologueThreads) prologue(const IndexT* offsets, int64_t batch, int64_t total,
                                                              int64_t max_seq_len, void* out, float* lse, int heads,
@@ -113,13 +110,8 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue(const IndexT* offse
                                                              int32_t* workspace, bool sort) {
   const int64_t b = blockIdx.x;
   if (b == batch) {
-    if (max_seq_len > 0 && total > 0 && batch > 0) {
-      if (sort) {
-        order_sequences(offsets, batch, total, max_seq_len, workspace);
-      } else if (threadIdx.x == 0) {
-        workspace[0] = 0;
-      }
-    }
+    if (threadIdx.x == 0) workspace[0] = 0;
+    if (sort) order_sequences(offsets, batch, total, max_seq_len, workspace);
     const int64_t first = offsets[0];
     if (threadIdx.x == 0 && first != 0) record_error(errors, op, ErrorCode::kOffsetNotAtEnd, 0, first, 0);
     const int64_t lo = min(max(first, int64_t{0}), total);

@@ -1,12 +1,12 @@
 // The Hopper attention forward kernel (attention.h): persistent and warp-specialized. A CTA is one
 // producer warpgroup (one warp issues every TMA load; its registers are handed to the consumers)
 // and two consumer warpgroups of 64 query rows each. A tile is 128 query rows of one (sequence,
-// head). The producer warp takes tiles from a counter in global memory (order_sequences zeroes
-// it and sorts the sequences longest first), a few at a time, and hands each one with rows to the
-// consumers in shared memory: tile costs vary with the sequences' lengths, and a fixed share per
-// CTA left the last CTAs running alone. Q and the K/V stages arrive by TMA on mbarriers ("full");
-// the consumers hand each K and V buffer back on its "empty" barrier, so the producer
-// runs ahead across key tiles and into the next query tile. In a consumer, S = Q K^T (wgmma from
+// head). The producer warp takes tiles from a counter in global memory (the prologue zeroes it
+// and, for long enough sequences, sorts them longest first), a few at a time, and hands each one
+// with rows to the consumers in shared memory: tile costs vary with the sequences' lengths, and a
+// fixed share per CTA left the last CTAs running alone. Q and the K/V stages arrive by TMA on
+// mbarriers ("full"); the consumers hand each K and V buffer back on its "empty" barrier, so the
+// producer runs ahead across key tiles and into the next query tile. In a consumer, S = Q K^T (wgmma from
 // shared memory) of key tile n+1 is issued before O += P V (wgmma, P from registers) of tile n, and
 // P = f(S) of tile n+1 runs while that product is on the tensor cores. Rows past the sequence are
 // loaded (the next sequence's rows, or TMA's zero fill past the tensor) but masked as keys and
@@ -137,9 +137,9 @@ struct Params {
 
 // Tile t of the launch's order: (sequence, head) pairs, the sequences longest first (p.order; in
 // index order when it is null), in groups of group_pairs; a group's tiles run before the next
-// group's, so the CTAs in flight share the K/V of a few pairs in L2. Within a group the q block is the outer index, descending: under
-// the causal mask the last blocks see the most keys, so the cheap ones fill the tail, and the
-// launch's last groups hold the shortest sequences.
+// group's, so the CTAs in flight share the K/V of a few pairs in L2. Within a group the q block
+// is the outer index, descending: under the causal mask the last blocks see the most keys, so the
+// cheap ones fill the tail, and (sorted) the launch's last groups hold the shortest sequences.
 template <typename T, int D, typename IndexT>
 __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32_t t) {
   // 32-bit: the launcher bounds the tile count below 2^31 (64-bit divides are subroutine calls,
