@@ -175,5 +175,19 @@ inline LaunchError launch_status() {
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
+// Makes the current device's primary context current on this thread. Driver-API calls the runtime
+// does not wrap (cuTensorMapEncodeTiled: CuTe's TMA descriptors) need one, and a thread that has
+// made no runtime call yet has none: the autograd engine's device thread runs the backward (and
+// checkpointed forwards), and torch skips cudaSetDevice there when the device number already
+// matches. Descriptors built without it fail (CUDA_ERROR_INVALID_CONTEXT) and the kernel then
+// faults (H200, run 21).
+inline LaunchError bind_device_context() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    return cudaGetErrorString(cudaGetLastError());
+  }
+  return nullptr;
+}
+
 }  // namespace cuda
 }  // namespace mymetaops

@@ -1,8 +1,9 @@
-// The attention family's native forward on the GPU (attention.h): the torch glue of
-// launch_attention_forward (mymetaops/attention.h, cuda/attention/ or hip/attention/). The Python op
-// (mymetaops/ops/attention.py) has checked shapes, dtypes and devices and chosen the kernel; this
-// raises what an earlier kernel recorded, fills the launcher's arguments and launches. No host sync:
-// the launch itself checks the offsets' values into the device error record.
+// The attention family's native forward and backward kernels on the GPU (attention.h): the torch
+// glue of launch_attention_forward, launch_attention_dkdv and launch_attention_dq (mymetaops/attention.h, cuda/attention/
+// or hip/attention/). The Python op (mymetaops/ops/attention.py) has checked shapes, dtypes and
+// devices and chosen the kernel; the forward raises what an earlier kernel recorded, fills the
+// launcher's arguments and launches. No host sync: the forward's launch checks the offsets' values
+// into the device error record.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -81,7 +82,80 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   return {out, lse};
 }
 
-const bool kProvided = (set_native_provider({&kernel_names, &forward}), true);
+// The backward kernels' arguments from the tensors (outputs set by the caller).
+AttentionBackwardArgs backward_args(const char* op, const at::Tensor& grad_out, const at::Tensor& q,
+                                    const at::Tensor& k, const at::Tensor& v, const at::Tensor& seq_offsets,
+                                    int64_t max_seq_len, int64_t kind, double alpha, bool causal,
+                                    const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta) {
+  TORCH_CHECK(kind == 0 || kind == 1, op, ": kind must be 0 (HSTU) or 1 (softmax), got ", kind);
+  const bool softmax = kind == 1;
+  TORCH_CHECK(!softmax || (lse.has_value() && delta.has_value()), op, ": softmax needs lse and delta");
+  for (const auto& t : {lse, delta}) {
+    TORCH_CHECK(!softmax || (t->is_contiguous() && t->scalar_type() == at::kFloat && t->dim() == 2 &&
+                             t->size(0) == q.size(1) && t->size(1) == q.size(0)),
+                op, ": lse and delta must be contiguous fp32 [H, total_L]");
+  }
+  AttentionBackwardArgs a{};
+  a.kind = softmax ? AttentionKind::kSoftmax : AttentionKind::kHstu;
+  a.dtype = launcher_dtype(q.scalar_type());
+  a.q = q.const_data_ptr();
+  a.k = k.const_data_ptr();
+  a.v = v.const_data_ptr();
+  a.dout = grad_out.const_data_ptr();
+  a.q_row_stride = q.stride(0);
+  a.q_head_stride = q.stride(1);
+  a.k_row_stride = k.stride(0);
+  a.k_head_stride = k.stride(1);
+  a.v_row_stride = v.stride(0);
+  a.v_head_stride = v.stride(1);
+  a.dout_row_stride = grad_out.stride(0);
+  a.dout_head_stride = grad_out.stride(1);
+  a.offsets = seq_offsets.const_data_ptr();
+  a.offsets_dtype = launcher_dtype(seq_offsets.scalar_type());
+  a.batch = seq_offsets.numel() - 1;
+  a.total = q.size(0);
+  a.max_seq_len = max_seq_len;
+  a.heads = static_cast<int32_t>(q.size(1));
+  a.dqk = static_cast<int32_t>(q.size(2));
+  a.dv = static_cast<int32_t>(v.size(2));
+  a.causal = causal;
+  a.alpha = static_cast<float>(alpha);
+  a.inv_max_seq_len = max_seq_len > 0 ? static_cast<float>(1.0 / static_cast<double>(max_seq_len)) : 0.0f;
+  a.lse = softmax ? lse->const_data_ptr<float>() : nullptr;
+  a.delta = softmax ? delta->const_data_ptr<float>() : nullptr;
+  return a;
+}
+
+std::tuple<at::Tensor, at::Tensor> dkdv(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                        const at::Tensor& v, const at::Tensor& seq_offsets, int64_t max_seq_len,
+                                        int64_t kind, double alpha, bool causal, const std::optional<at::Tensor>& lse,
+                                        const std::optional<at::Tensor>& delta) {
+  constexpr const char* kDkdvOp = "native attention dk/dv";
+  AttentionBackwardArgs a =
+      backward_args(kDkdvOp, grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
+  const c10::cuda::CUDAGuard guard(q.device());
+  at::Tensor dk = at::empty(k.sizes(), k.options());
+  at::Tensor dv = at::empty(v.sizes(), v.options());
+  a.dk = dk.mutable_data_ptr();
+  a.dv_out = dv.mutable_data_ptr();
+  dispatch::check_launch(launch_attention_dkdv(a, dispatch::current_stream(q.device())), kDkdvOp);
+  return {dk, dv};
+}
+
+at::Tensor dq(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+              const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
+              const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta) {
+  constexpr const char* kDqOp = "native attention dq";
+  AttentionBackwardArgs a =
+      backward_args(kDqOp, grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
+  const c10::cuda::CUDAGuard guard(q.device());
+  at::Tensor dq = at::empty(q.sizes(), q.options());
+  a.dq = dq.mutable_data_ptr();
+  dispatch::check_launch(launch_attention_dq(a, dispatch::current_stream(q.device())), kDqOp);
+  return dq;
+}
+
+const bool kProvided = (set_native_provider({&kernel_names, &forward, &dkdv, &dq}), true);
 
 }  // namespace
 }  // namespace mymetaops::attention

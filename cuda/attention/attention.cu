@@ -11,6 +11,7 @@
 
 #include "../cuda_utils.cuh"
 #include "fwd_kernel.cuh"
+#include "launch_common.cuh"
 #include "mymetaops/attention.h"
 
 namespace mymetaops {
@@ -151,6 +152,7 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
       a.errors, a.error_op, workspace, sort);
   if (LaunchError e = launch_status()) return e;
   if (a.batch == 0 || a.total == 0 || a.max_seq_len <= 0) return nullptr;
+  if (LaunchError e = bind_device_context()) return e;  // before the TMA descriptors
 
   using Tr = Traits<T, D>;
   const int total = static_cast<int>(a.total);
@@ -191,18 +193,7 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   if (tiles < kSingleGrabTiles * ctas) p.tile_grab = 1;
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
-  auto kernel = attention_fwd<T, D, IndexT>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
-    return launch_status();
-  }
-  kernel<<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p);
-  return launch_status();
-}
-
-template <typename T, int D>
-LaunchError launch_d(const AttentionForwardArgs& a, cudaStream_t stream) {
-  return a.offsets_dtype == DType::kInt32 ? launch_typed<T, D, int32_t>(a, stream)
-                                          : launch_typed<T, D, int64_t>(a, stream);
+  return launch_with_smem(attention_fwd<T, D, IndexT>, ctas, smem, stream, p);
 }
 
 // Kernel index -> head dim (both kinds, both 16-bit dtypes each).
@@ -265,12 +256,9 @@ LaunchError launch_attention_forward(const AttentionForwardArgs& a, const Attent
                                      void* stream) {
   using namespace cuda::attention;
   if (LaunchError e = attention_supports(a, config)) return e;
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const bool bf16 = a.dtype == DType::kBFloat16;
-  if (kHeadDims[config.kernel] == 64) {
-    return bf16 ? launch_d<cutlass::bfloat16_t, 64>(a, s) : launch_d<cutlass::half_t, 64>(a, s);
-  }
-  return bf16 ? launch_d<cutlass::bfloat16_t, 128>(a, s) : launch_d<cutlass::half_t, 128>(a, s);
+  return dispatch_types(a.dtype, kHeadDims[config.kernel], a.offsets_dtype, [&](auto t, auto d, auto i) {
+    return launch_typed<decltype(t), decltype(d)::value, decltype(i)>(a, static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace mymetaops

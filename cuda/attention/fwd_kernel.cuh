@@ -246,6 +246,13 @@ __device__ __forceinline__ void wgmma_issue(Mma& mma, const TA& a, const TB& b, 
   warpgroup_commit_batch();
 }
 
+// dst[0], dst[1] = lo, hi rounded to T, as one 4-byte store (the epilogues' column pairs).
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float lo, float hi) {
+  *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(static_cast<T>(lo).raw()) |
+                                      (static_cast<uint32_t>(static_cast<T>(hi).raw()) << 16);
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -529,9 +536,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       T* row = p.out + (tile.start + i) * out_row + static_cast<int64_t>(tile.h) * D;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(O); c += 2) {
-        const T lo = static_cast<T>(O(r, c) * out_scale), hi = static_cast<T>(O(r, c + 1) * out_scale);
-        const uint32_t bits = static_cast<uint32_t>(lo.raw()) | (static_cast<uint32_t>(hi.raw()) << 16);
-        *reinterpret_cast<uint32_t*>(row + get<1>(cO(r, c))) = bits;
+        store_pair(row + get<1>(cO(r, c)), O(r, c) * out_scale, O(r, c + 1) * out_scale);
       }
       if (kSoftmax && get<1>(cO(r, 0)) == 0) {
         p.lse[static_cast<int64_t>(tile.h) * p.total + tile.start + i] =

@@ -772,6 +772,15 @@ int64_t attention_workspace_bytes(const AttentionForwardArgs&, const AttentionKe
   return 0;
 }
 
+// No backward kernels for CDNA yet: the model keeps the Triton backward there (mymetaops/ops/attention.py).
+LaunchError attention_backward_supports(const AttentionBackwardArgs&) {
+  return "attention: no native backward kernels for CDNA yet (the Triton backward runs)";
+}
+
+LaunchError launch_attention_dkdv(const AttentionBackwardArgs& args, void*) { return attention_backward_supports(args); }
+
+LaunchError launch_attention_dq(const AttentionBackwardArgs& args, void*) { return attention_backward_supports(args); }
+
 LaunchError launch_attention_forward(const AttentionForwardArgs& args,
                                      const AttentionKernelConfig& config, void* stream) {
   if (LaunchError error = attention_supports(args, config)) return error;

@@ -14,7 +14,9 @@ q-blocks touch, the diagonal ones whole:
 
 Native forward kernels (cuda/attention/: TMA + wgmma; hip/attention/: MFMA) are costed the same way
 with their own tiles and efficiencies; they run unmasked causal / full attention in bf16 / fp16 at
-the head dims NATIVE_KERNELS lists, and `explain` says why they are not offered elsewhere. torch
+the head dims NATIVE_KERNELS lists, and `explain` says why they are not offered elsewhere. The
+backward's native candidates (NATIVE_BACKWARD, Hopper) are a dK / dV kernel beside Triton's dq or
+beside a native dQ kernel. torch
 has no jagged HSTU attention; flex_attention compiles per mask and is a benchmark anchor, not a candidate. Tags: [M] measured on this project's H200 (bench/attention/
 NOTES.md, 2026-12-02); [A] assumed.
 """
@@ -120,6 +122,26 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
         NativeKernel("cdna_softmax_d128_128x32", (SOFTMAX,), (128,), 128, 32, (0.30,), AMD_WITHHELD),
     ),
 }
+# The backward's native candidates on Hopper, both with the dK / dV kernel (cuda/attention/dkdv.cu:
+# dK / dV per block of 128 keys, Q and dO streamed in 64-row steps), in NativeAttentionConfig.kernel
+# order: beside Triton's dq, or beside the native dQ kernel (dq.cu: the forward's structure, 128
+# query rows, 64-key steps). Costed as the Triton backward (its 64 x 64 default steps) at its
+# speed-up. dK / dV + Triton dq: [M] H200 run 20 (bench/attention/NOTES.md) against the Triton
+# backward: HSTU 1.02-1.09x (D = 64 and 128), softmax 1.10-1.23x at D = 128 but 0.83x at D = 64
+# (withheld there). dK / dV + native dQ: [P] 1.14x the first (dQ at 1.4x Triton's dq, the
+# forward's speed-up over Triton at the same structure), to be measured (backward_probe.py).
+NATIVE_BACKWARD: dict[str, tuple[NativeKernel, ...]] = {
+    "nvidia": (
+        NativeKernel("hopper_dkdv_128x64 + triton_dq", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
+                     (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.05, BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.12)),
+        NativeKernel("hopper_dkdv_128x64 + hopper_dq_128x64", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
+                     (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.05 * 1.14,
+                      BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.12 * 1.14)),
+    ),
+}
+NATIVE_DQ = 1  # the NATIVE_BACKWARD index whose dQ is native
+SOFTMAX_D64_BACKWARD_WITHHELD = ("the Hopper dK / dV kernel ran the softmax backward at D = 64 0.83x as fast as the "
+                                 "Triton backward on the H200 (bench/attention run 20: B512 N256 H4)")
 NATIVE_ARCHS = {"nvidia": ("sm_90a",), "amd": ("gfx942", "gfx950")}
 NATIVE_DTYPES = ("bf16", "fp16")
 
@@ -161,16 +183,18 @@ def _steps(p: AttentionProblem, block_m: int, block_n: int) -> float:
 def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, efficiency: float) -> Estimate:
     backward = p.op in BACKWARD.values()
     native = isinstance(c, NativeAttentionConfig)
-    if native:  # one launch of the checks, one of the kernel, from C++
+    if backward:  # Triton's dq (and preprocess) beside a native dK / dV: the Triton backward's host path
+        launch, host = 4 * costs.launch_us(hw, "triton"), HOST_US["backward"]
+    elif native:  # one launch of the checks, one of the kernel, from C++
         launch, host = 2 * costs.launch_us(hw, "native"), HOST_US["native"]
-    else:  # + the value checks / the backward's preprocess
+    else:  # + the value checks
         launch = (4 if backward else 2) * costs.launch_us(hw, "triton")
         host = HOST_US["backward" if backward else "forward"]
     if p.pairs == 0:
         return Estimate(host + launch, "launch", "no rows", 1.0, 0, 1)
     rate = hw.peak_tflops[p.dtype] * 1e6 * efficiency  # FLOP/us
     if native:
-        row = NATIVE_KERNELS[hw.vendor][c.kernel]
+        row = (NATIVE_BACKWARD if backward else NATIVE_KERNELS)[hw.vendor][c.kernel]
         block_m, block_n = row.block_m, row.block_n
     else:
         block_m, block_n = (c.block_m, c.block_n) if not c.kernel_defaults else (64, 64)
@@ -231,7 +255,7 @@ class AttentionFamily(Family):
         """Why no native kernel runs p on hw ("" when one does)."""
         kernels = NATIVE_KERNELS.get(hw.vendor, ())
         if op in BACKWARD.values():
-            return "the backward runs on Triton only (no native backward kernel yet)"
+            return self.native_backward_refusal(op, p, hw)
         if not kernels:
             return f"no native attention kernel is built for {hw.vendor}"
         if all(k.withheld_for(op) for k in kernels):
@@ -256,8 +280,29 @@ class AttentionFamily(Family):
                     f"dominant long sequences, where Triton's smaller tiles are faster)")
         return ""
 
+    def native_backward_refusal(self, op, p, hw) -> str:
+        rows = NATIVE_BACKWARD.get(hw.vendor)
+        if not rows:
+            return f"the backward runs on Triton only on {hw.vendor} (no native dK / dV kernel yet)"
+        if hw.arch not in NATIVE_ARCHS[hw.vendor]:
+            return f"the native dK / dV kernel is built for {', '.join(NATIVE_ARCHS[hw.vendor])}, not {hw.arch}"
+        if p.dtype not in NATIVE_DTYPES:
+            return f"the native dK / dV kernel takes bf16 / fp16, not {p.dtype}"
+        if op == HSTU_BACKWARD and p.masked:
+            return "HSTU's target / window / contextual masks run on Triton only"
+        if p.dqk != p.dv or p.dqk not in rows[0].dims:
+            return f"the native dK / dV kernel runs Dqk = Dv in {list(rows[0].dims)}, not Dqk {p.dqk} / Dv {p.dv}"
+        if op == SOFTMAX_BACKWARD and p.dqk == 64:
+            return SOFTMAX_D64_BACKWARD_WITHHELD
+        return ""
+
     def native_candidates(self, op, p, hw):
         if self.native_refusal(op, p, hw):
+            return
+        if op in BACKWARD.values():
+            for index, row in enumerate(NATIVE_BACKWARD[hw.vendor]):
+                c = NativeAttentionConfig(index, row.name)
+                yield "native", c, _estimate(p, hw, c, row.efficiency[row.ops.index(op)])
             return
         for index, k in enumerate(NATIVE_KERNELS[hw.vendor]):
             if op in k.ops and p.dqk in k.dims and not k.withheld_for(op):

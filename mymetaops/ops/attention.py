@@ -18,9 +18,10 @@ Kernels: on a GPU, the model (mymetaops/model/attention.py) chooses per bucket o
 the native forward kernels (csrc/include/mymetaops/attention.h: cuda/attention/ on Hopper,
 hip/attention/ on CDNA; unmasked attention in bf16 / fp16; the CDNA ones withheld until they run
 on AMD hardware, see mymetaops/model/attention.py) and the Triton kernels' tiles
-(mymetaops/triton/hstu_attention.py, jagged_attention.py), which run everything else and every
-backward; `mymetaops.explain` says why. On the CPU, a per-sequence torch composite in fp32 (fp64 for
-fp64 inputs). Eager calls on CUDA tensors skip the custom op's Python round trips (_EagerHstu). No
+(mymetaops/triton/hstu_attention.py, jagged_attention.py), which run everything else; the backward
+runs the native dK / dV kernel (Hopper, cuda/attention/dkdv.cu) beside Triton's dq or the native dQ
+kernel (dq.cu) where the model offers them, else Triton's; `mymetaops.explain` says why. On the
+CPU, a per-sequence torch composite in fp32 (fp64 for fp64 inputs). Eager calls on CUDA tensors skip the custom op's Python round trips (_EagerHstu). No
 host sync on the GPU: shapes are checked on the host; offsets and num_targets values by the forward
 launch itself, which records the first bad entry on the device (raised by the next call,
 `mymetaops.check_errors()` or validate=True; the kernels clamp what they read meanwhile). On the
@@ -269,7 +270,7 @@ def _decided(op: str, device_index: int, backend: str, key: tuple):
     return "triton", tiles(c.block_m, c.block_n, c.num_warps, c.num_stages)
 
 
-def _forward_choice(op, q, v, seq_offsets, max_seq_len, causal, masked=False):
+def _choice(op, q, v, seq_offsets, max_seq_len, causal, masked=False):
     total, heads, dqk = q.shape
     key = model.attention.bucket_key(heads, dqk, v.shape[2], _DTYPE_IDS[q.dtype], causal, masked,
                                      seq_offsets.shape[0] - 1, max_seq_len, total)
@@ -281,7 +282,7 @@ def _hstu_forward_gpu(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targ
     """The GPU forward after _check: raise what an earlier kernel recorded (no sync), then the native
     or Triton forward, which checks the offsets' values into the error record itself."""
     masked = num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
-    backend, config = _forward_choice("hstu_attention", q, v, seq_offsets, max_seq_len, causal, masked)
+    backend, config = _choice("hstu_attention", q, v, seq_offsets, max_seq_len, causal, masked)
     if backend == "native":
         return _C._attention_forward_native(q, k, v, seq_offsets, max_seq_len, HSTU_KIND, alpha, causal, config)[0]
     checks, hstu, _ = _triton()
@@ -290,14 +291,40 @@ def _hstu_forward_gpu(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targ
                         contextual_seq_len, config, dispatch.error_record(q.device), checks.OP_HSTU_ATTENTION)
 
 
+def _tma_ready(*tensors) -> bool:
+    """Unit last strides, row and head strides in 16-byte multiples and 16-byte aligned data (the
+    native dK / dV kernel's TMA loads); other layouts take the Triton backward."""
+    return all(t.stride(2) == 1 and t.stride(0) % 8 == 0 and t.stride(1) % 8 == 0 and t.data_ptr() % 16 == 0
+               for t in tensors)
+
+
+def _native_backward(op, q, v, grad_output, seq_offsets, max_seq_len, causal, masked, *tensors) -> int | None:
+    """The native backward's kernel (model.attention.NATIVE_BACKWARD's index) when the model chose one
+    for this bucket and the rows are ones it covers (every row is in a sequence when there is one and
+    max_seq_len > 0), else None (the Triton backward)."""
+    if q.shape[0] == 0 or seq_offsets.shape[0] < 2 or max_seq_len <= 0:
+        return None
+    backend, kernel = _choice(op, q, v, seq_offsets, max_seq_len, causal, masked)
+    return kernel if backend == "native" and _tma_ready(q, v, grad_output, *tensors) else None
+
+
 def _hstu_backward_gpu(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
                        contextual_seq_len):
-    return _triton()[1].backward(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets,
-                                 max_attn_len, contextual_seq_len)
+    hstu = _triton()[1]
+    masked = num_targets is not None or max_attn_len > 0 or contextual_seq_len > 0
+    kernel = _native_backward("hstu_attention_backward", q, v, grad_output, seq_offsets, max_seq_len, causal, masked, k)
+    if kernel is None:
+        return hstu.backward(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
+                             contextual_seq_len)
+    args = (grad_output, q, k, v, seq_offsets, max_seq_len, HSTU_KIND, alpha, causal)
+    dk, dv = _C._attention_dkdv_native(*args)
+    if kernel == model.attention.NATIVE_DQ:
+        return _C._attention_dq_native(*args), dk, dv
+    return hstu.backward_dq(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal), dk, dv
 
 
 def _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale):
-    backend, config = _forward_choice("jagged_attention", q, v, seq_offsets, max_seq_len, causal)
+    backend, config = _choice("jagged_attention", q, v, seq_offsets, max_seq_len, causal)
     if backend == "native":
         return _C._attention_forward_native(q, k, v, seq_offsets, max_seq_len, SOFTMAX_KIND, _scale_of(q, scale),
                                             causal, config)
@@ -308,8 +335,17 @@ def _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale):
 
 
 def _softmax_backward_gpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale):
-    return _triton()[2].backward(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal,
-                                 _scale_of(q, scale))
+    softmax, scale = _triton()[2], _scale_of(q, scale)
+    kernel = _native_backward("jagged_attention_backward", q, v, grad_output, seq_offsets, max_seq_len, causal, False, k)
+    if kernel is None:
+        return softmax.backward(grad_output, q, k, v, out, lse, seq_offsets, max_seq_len, causal, scale)
+    lse = lse.contiguous()
+    delta = softmax.backward_delta(grad_output, out)
+    args = (grad_output, q, k, v, seq_offsets, max_seq_len, SOFTMAX_KIND, scale, causal, lse, delta)
+    dk, dv = _C._attention_dkdv_native(*args)
+    if kernel == model.attention.NATIVE_DQ:
+        return _C._attention_dq_native(*args), dk, dv
+    return softmax.backward_dq(grad_output, q, k, v, lse, delta, seq_offsets, max_seq_len, causal, scale), dk, dv
 
 
 @torch.library.impl("mymetaops::hstu_attention", "CUDA")

@@ -896,11 +896,33 @@ def backward(grad_out, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_tar
     (qm, qh, _), (km, kh, _), (vm, vh, _), (gm, gh, _) = q.stride(), k.stride(), v.stride(), grad_out.stride()
     inputs = (qm, qh, km, kh, vm, vh, gm, gh)
     scalars = _scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len)
-    (dkm, dkh, _), (dvm, dvh, _), (dqm, dqh, _) = dk.stride(), dv.stride(), dq.stride()
+    (dkm, dkh, _), (dvm, dvh, _) = dk.stride(), dv.stride()
     checks.launch(_plan(_hstu_bwd_dkdv_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len,
                         dkdv_config), cdiv(max_seq_len, dkdv_config.block_n), batch * H, q.device,
                   (q, k, v, grad_out, dk, dv, seq_offsets, num_targets, *inputs, dkm, dkh, dvm, dvh, *scalars))
-    checks.launch(_plan(_hstu_bwd_dq_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len,
-                        dq_config), cdiv(max_seq_len, dq_config.block_m), batch * H, q.device,
-                  (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dqm, dqh, *scalars))
+    _launch_dq(grad_out, q, k, v, dq, seq_offsets, num_targets, max_seq_len, causal, max_attn_len,
+               contextual_seq_len, dq_config, inputs, scalars)
     return dq, dk, dv
+
+
+def _launch_dq(grad_out, q, k, v, dq, seq_offsets, num_targets, max_seq_len, causal, max_attn_len,
+               contextual_seq_len, config, inputs, scalars):
+    (dqm, dqh, _), batch_heads = dq.stride(), (seq_offsets.shape[0] - 1) * q.shape[1]
+    checks.launch(_plan(_hstu_bwd_dq_kernel, q, v.shape[2], causal, num_targets, max_attn_len, contextual_seq_len,
+                        config), cdiv(max_seq_len, config.block_m), batch_heads, q.device,
+                  (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dqm, dqh, *scalars))
+
+
+def backward_dq(grad_out, q, k, v, seq_offsets, max_seq_len, alpha, causal):
+    """dq alone (the dq kernel of `backward`, default tiles, no masks): the native dK / dV kernel
+    (cuda/attention/dkdv.cu) computes dk and dv beside it. Arguments as `backward`'s."""
+    total, H, dqk = q.shape
+    dq = torch.empty((total, H, dqk), dtype=q.dtype, device=q.device)
+    batch = seq_offsets.shape[0] - 1
+    if total == 0 or batch == 0 or max_seq_len == 0:
+        return dq.zero_()
+    (qm, qh, _), (km, kh, _), (vm, vh, _), (gm, gh, _) = q.stride(), k.stride(), v.stride(), grad_out.stride()
+    _launch_dq(grad_out, q, k, v, dq, seq_offsets.contiguous(), None, max_seq_len, causal, 0, 0,
+               default_config(dqk, v.shape[2], q.dtype, kernel="dq", masked=False), (qm, qh, km, kh, vm, vh, gm, gh),
+               _scalars(total, batch, H, max_seq_len, alpha, 0, 0))
+    return dq

@@ -693,25 +693,48 @@ def backward(grad_out, q, k, v, out, lse, seq_offsets, max_seq_len: int, causal:
     dkdv_config = config or default_config(dqk, dv_dim, dtype, "dkdv")
     dq_config = dq_config or default_config(dqk, dv_dim, dtype, "dq")
 
-    delta = _new_output((heads, total), torch.float32, device)
-    block_r = 64 if _block_d(dv_dim) <= 128 else 32
-    (om, oh, _), (gm, gh, _) = out.stride(), grad_out.stride()
-    _preprocess_launcher(dv_dim, block_r)((cdiv(total, block_r), heads), device, out, grad_out, delta, om, oh,
-                                          gm, gh, total)
-
-    (qm, qh, _), (km, kh, _), (vm, vh, _) = q.stride(), k.stride(), v.stride()
+    delta = backward_delta(grad_out, out)
+    (qm, qh, _), (km, kh, _), (vm, vh, _), (gm, gh, _) = q.stride(), k.stride(), v.stride(), grad_out.stride()
     strides = (qm, qh, km, kh, vm, vh, gm, gh)
     scalars = (scale * LOG2E, scale)
-    (dkm, dkh, _), (dvm, dvh, _), (dqm, dqh, _) = dk.stride(), dv.stride(), dq.stride()
+    (dkm, dkh, _), (dvm, dvh, _) = dk.stride(), dv.stride()
     num_n = max(1, cdiv(max_seq_len, dkdv_config.block_n))
     checks.launch(_launcher(_jagged_attn_bwd_dkdv_kernel, causal, dtype, dqk, dv_dim, dkdv_config), num_n,
                   batch * heads, device, (q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides, dkm, dkh, dvm,
                                           dvh, total, max_seq_len, heads, batch, num_n), scalars)
-    num_m = max(1, cdiv(max_seq_len, dq_config.block_m))
-    checks.launch(_launcher(_jagged_attn_bwd_dq_kernel, causal, dtype, dqk, dv_dim, dq_config), num_m,
-                  batch * heads, device, (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total,
-                                          max_seq_len, heads, batch, num_m), scalars)
+    _launch_dq(q, k, v, grad_out, lse, delta, seq_offsets, dq, max_seq_len, causal, dq_config, strides, scalars)
     return dq, dk, dv
+
+
+def backward_delta(grad_out, out) -> torch.Tensor:
+    """delta [H, total_L] fp32 = rowsum(dO * O), the backward's preprocess (rows >= 1)."""
+    total, heads, dv_dim = out.shape
+    delta = _new_output((heads, total), torch.float32, out.device)
+    block_r = 64 if _block_d(dv_dim) <= 128 else 32
+    (om, oh, _), (gm, gh, _) = out.stride(), grad_out.stride()
+    _preprocess_launcher(dv_dim, block_r)((cdiv(total, block_r), heads), out.device, out, grad_out, delta, om, oh,
+                                          gm, gh, total)
+    return delta
+
+
+def _launch_dq(q, k, v, grad_out, lse, delta, seq_offsets, dq, max_seq_len, causal, config, strides, scalars):
+    (total, heads, dqk), (dqm, dqh, _), batch = q.shape, dq.stride(), seq_offsets.shape[0] - 1
+    num_m = max(1, cdiv(max_seq_len, config.block_m))
+    checks.launch(_launcher(_jagged_attn_bwd_dq_kernel, causal, q.dtype, dqk, v.shape[2], config), num_m,
+                  batch * heads, q.device, (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total,
+                                            max_seq_len, heads, batch, num_m), scalars)
+
+
+def backward_dq(grad_out, q, k, v, lse, delta, seq_offsets, max_seq_len: int, causal: bool, scale: float):
+    """dq alone (the dq kernel of `backward`, default tiles) from lse and backward_delta's delta:
+    the native dK / dV kernel (cuda/attention/dkdv.cu) computes dk and dv beside it. Arguments as
+    `backward`'s; total_L >= 1 and B >= 1."""
+    dq = _new_output(q.shape, q.dtype, q.device)
+    (qm, qh, _), (km, kh, _), (vm, vh, _), (gm, gh, _) = q.stride(), k.stride(), v.stride(), grad_out.stride()
+    _launch_dq(q, k, v, grad_out, lse, delta, seq_offsets.contiguous(), dq, max_seq_len, causal,
+               default_config(q.shape[2], v.shape[2], q.dtype, "dq"), (qm, qh, km, kh, vm, vh, gm, gh),
+               (scale * LOG2E, scale))
+    return dq
 
 
 class _JaggedAttention(torch.autograd.Function):

@@ -2,8 +2,9 @@
 attention/ on the CUDA build, hip/attention/ on the HIP-on-CUDA shim build), called directly with
 each index of _C._native_attention_kernels(), whatever the model would choose: outputs and lse
 against the float64 references, poisoned outputs, lengths 0 and 1, sequences longer than a tile and
-not a multiple of it, strided q, bad offsets recorded without a sync. Then the public ops where the
-model chooses a native kernel, against the Triton path. Tolerances: test_attention_ops.TOL.
+not a multiple of it, strided q, bad offsets recorded without a sync. The backward's native dK / dV
+and dQ kernels likewise against the float64 gradients. Then the public ops where the model chooses
+a native kernel, forward and backward, against the Triton path. Tolerances: test_attention_ops.TOL.
 """
 from __future__ import annotations
 
@@ -102,8 +103,71 @@ def test_native_bad_offsets_are_recorded_without_a_sync(offsets, max_len, match)
         mymetaops.check_errors()
 
 
+@pytest.mark.skipif(not KERNELS or torch.cuda.get_device_capability() != (9, 0), reason="needs Hopper kernels")
+@pytest.mark.parametrize("kind", [HSTU, SOFTMAX], ids=["hstu", "softmax"])
+def test_native_backward_kernels(kind):
+    """_C._attention_dkdv_native and _attention_dq_native (cuda/attention/dkdv.cu, dq.cu) against
+    the float64 reference's gradients:
+    every head dim and dtype, the ragged lengths, strided q, both offset dtypes, causal and full,
+    poisoned allocator (every row inside a sequence must be written)."""
+    from mymetaops.triton import jagged_attention as triton_softmax
+    for d in (64, 128):
+        for dtype in (torch.bfloat16, torch.float16):
+            many = [(MANY, True, False, torch.int64)] if (d, dtype) == (128, torch.bfloat16) else []  # CPU reference
+            for seed, ((lengths, max_len), causal, strided, index_dtype) in enumerate([
+                    (LENGTHS[0], True, False, torch.int32), (LENGTHS[1], True, True, torch.int64),
+                    (LENGTHS[2], False, False, torch.int64), (LENGTHS[3], False, True, torch.int32)] + many):
+                q, k, v = _inputs(lengths, 2, d, d, dtype, "cuda", 40 + seed, strided)
+                grad = _inputs(lengths, 2, d, d, dtype, "cuda", 80 + seed)[0]
+                offsets = _offsets(lengths, index_dtype, "cuda")
+                alpha = 0.3 if kind == HSTU else 1.0 / d ** 0.5
+                leaves = [t.cpu().double().requires_grad_() for t in (q, k, v)]
+                if kind == HSTU:
+                    ref = hstu_reference(*leaves, offsets.cpu(), max_len, alpha, causal)
+                    extra = ()
+                else:
+                    ref = jagged_attention_reference(*leaves, offsets.cpu(), max_len, causal, alpha)[0]
+                    out, lse = attention_ops._softmax_forward_gpu(q, k, v, offsets, max_len, causal, alpha)
+                    extra = (lse, triton_softmax.backward_delta(grad, out))
+                ref_dq, ref_dk, ref_dv = torch.autograd.grad(ref, leaves, grad.cpu().double())
+                _poison_allocator(q.shape[0], 2, d, dtype)
+                _poison_allocator(q.shape[0], 2, d, dtype)
+                dk, dv = _C._attention_dkdv_native(grad, q, k, v, offsets, max_len, kind, alpha, causal, *extra)
+                _poison_allocator(q.shape[0], 2, d, dtype)
+                dq = _C._attention_dq_native(grad, q, k, v, offsets, max_len, kind, alpha, causal, *extra)
+                what = f"backward kind {kind} D {d} {dtype} lengths {lengths} causal {causal}"
+                _close(dq, ref_dq, dtype, what + " dq")
+                _close(dk, ref_dk, dtype, what + " dk")
+                _close(dv, ref_dv, dtype, what + " dv")
+
+
+@pytest.mark.skipif(not KERNELS or torch.cuda.get_device_capability() != (9, 0), reason="needs Hopper kernels")
+def test_native_kernels_run_from_a_fresh_thread():
+    """The autograd engine runs backwards (and checkpointed forwards) on its own thread, where no CUDA
+    context may be current: the launchers bind one before building their TMA descriptors (without
+    it the descriptors failed and the kernel faulted, run 21). Same results as on the main thread."""
+    import threading
+    lengths, max_len = [300, 1, 129], 300
+    q, k, v = _inputs(lengths, 2, 128, 128, torch.bfloat16, "cuda", 60)
+    grad = _inputs(lengths, 2, 128, 128, torch.bfloat16, "cuda", 61)[0]
+    offsets = _offsets(lengths, device="cuda")
+    kernel = KERNELS.index("hopper_d128_128x128")
+
+    def calls():
+        out = _C._attention_forward_native(q, k, v, offsets, max_len, HSTU, 0.3, True, kernel)[0]
+        return (out, *_C._attention_dkdv_native(grad, q, k, v, offsets, max_len, HSTU, 0.3, True),
+                _C._attention_dq_native(grad, q, k, v, offsets, max_len, HSTU, 0.3, True))
+    results = {}
+    worker = threading.Thread(target=lambda: results.setdefault("thread", calls()))
+    worker.start()
+    worker.join()
+    torch.cuda.synchronize()
+    for ours, main in zip(results["thread"], calls()):
+        assert torch.equal(ours, main)
+
+
 def _chosen_backend(op, q, v, offsets, max_len):
-    return attention_ops._forward_choice(op, q, v, offsets, max_len, True)[0]
+    return attention_ops._choice(op, q, v, offsets, max_len, True)[0]
 
 
 @pytest.mark.skipif(not KERNELS or torch.cuda.get_device_capability() != (9, 0), reason="needs Hopper kernels")
@@ -144,6 +208,7 @@ def test_public_ops_match_the_triton_path(dtype):
             theirs = triton_call()
             theirs_grads = torch.autograd.grad(theirs, (q, k, v), grad)
         backend = _chosen_backend(op, q, v, offsets, max_len)
+        assert _chosen_backend(op + "_backward", q, v, offsets, max_len) == "native"  # the dK / dV kernel
         _close(ours, theirs.double(), dtype, f"{op} ({backend}) vs triton")
         for name, a, b in zip("qkv", ours_grads, theirs_grads):
             _close(a, b.double(), dtype, f"{op} d{name}")

@@ -26,8 +26,8 @@ def test_masked_hstu_leaves_out_the_tiles_that_spill():
     assert a.MASKED_EXCLUDED not in [c.config for c in d.candidates]
 
 
-@pytest.mark.parametrize("op,problem", [(a.HSTU_BACKWARD, _problem(a.HSTU_BACKWARD)), (a.HSTU, _problem(dim=256)),
-                                        (a.SOFTMAX, _problem(a.SOFTMAX, dtype="fp32"))])
+@pytest.mark.parametrize("op,problem", [(a.HSTU_BACKWARD, _problem(a.HSTU_BACKWARD, masked=True)),
+                                        (a.HSTU, _problem(dim=256)), (a.SOFTMAX, _problem(a.SOFTMAX, dtype="fp32"))])
 def test_elsewhere_the_kernels_defaults_run(op, problem):
     d = decide(op, problem, HARDWARE["H200"])
     assert [c.config.kernel_defaults for c in d.candidates] == [True]
@@ -35,8 +35,9 @@ def test_elsewhere_the_kernels_defaults_run(op, problem):
 
 
 @pytest.mark.parametrize("op,problem,why", [
-    (a.HSTU_BACKWARD, _problem(a.HSTU_BACKWARD), "backward runs on Triton only"),
-    (a.SOFTMAX_BACKWARD, _problem(a.SOFTMAX_BACKWARD), "backward runs on Triton only"),
+    (a.HSTU_BACKWARD, _problem(a.HSTU_BACKWARD, masked=True), "masks run on Triton only"),
+    (a.SOFTMAX_BACKWARD, _problem(a.SOFTMAX_BACKWARD, dim=64), "0.83x as fast"),
+    (a.SOFTMAX_BACKWARD, _problem(a.SOFTMAX_BACKWARD, dtype="fp32"), "takes bf16 / fp16"),
     (a.HSTU, _problem(masked=True), "masks run on Triton only"),
     (a.SOFTMAX, _problem(a.SOFTMAX, dim=40), "not Dqk 40"),
 ])
@@ -47,6 +48,21 @@ def test_explain_says_why_no_native_kernel_runs_it(op, problem, why):
     assert "no jagged attention" in dict(d.absent)["vendor"]
     with pytest.raises(ValueError, match="no native candidate"):
         decide(op, problem, HARDWARE["H200"], "native")
+
+
+@pytest.mark.parametrize("op,dim", [(a.HSTU_BACKWARD, 64), (a.HSTU_BACKWARD, 128), (a.SOFTMAX_BACKWARD, 128)])
+def test_the_native_dkdv_kernel_is_chosen_for_unmasked_backwards_on_hopper(op, dim):
+    """Native dK / dV beside Triton's dq or the native dQ (both candidates), costed at their speed-up
+    over the Triton backward: chosen on the H200; on AMD the backward stays Triton's and explain
+    says why."""
+    p = _problem(op, dim=dim)
+    d = decide(op, p, HARDWARE["H200"])
+    assert d.choice.backend == "native" and "hopper_dkdv" in d.choice.config.name
+    native = [c.config for c in d.candidates if c.backend == "native"]
+    assert [(c.kernel, c.name) for c in native] == [(i, k.name) for i, k in enumerate(a.NATIVE_BACKWARD["nvidia"])]
+    assert [c.backend for c in d.candidates].count("triton") == 1
+    amd = decide(op, p, HARDWARE["MI300X"])
+    assert amd.choice.backend == "triton" and "no native dK / dV kernel" in dict(amd.absent)["native"]
 
 
 @pytest.mark.parametrize("op", [a.HSTU, a.SOFTMAX])

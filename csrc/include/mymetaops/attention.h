@@ -1,7 +1,8 @@
 // Launchers of the attention family's native forward kernels, implemented once per vendor:
 // cuda/attention/ (Hopper: TMA + wgmma) and hip/attention/attention_fwd.hip (CDNA:
 // MFMA, wave64, K/V tiles in LDS) define the same symbols; a build links exactly one of them.
-// The backwards and HSTU's target / window / contextual masks run on Triton (mymetaops/triton/).
+// HSTU's target / window / contextual masks run on Triton (mymetaops/triton/); the backward has
+// Hopper kernels (cuda/attention/dkdv.cu, dq.cu), none on CDNA yet.
 //
 // Layout (mymetaops/ops/attention.py): q, k [total, heads, dqk] and v [total, heads, dv], unit stride
 // in the last dimension, row and head strides given (elements); sequence b is rows offsets[b] ..
@@ -73,5 +74,44 @@ LaunchError attention_supports(const AttentionForwardArgs& args, const Attention
 int64_t attention_workspace_bytes(const AttentionForwardArgs& args, const AttentionKernelConfig& config);
 LaunchError launch_attention_forward(const AttentionForwardArgs& args, const AttentionKernelConfig& config,
                                      void* stream);
+
+// The backward's dK and dV, and its dQ, for the unmasked kinds above:
+//   kHstu:    dS_ij = dP_ij silu'(alpha s_ij) alpha inv_max_seq_len, P_ij = silu(alpha s_ij) inv_max_seq_len
+//   kSoftmax: dS_ij = P_ij (dP_ij - delta_i) alpha, P_ij = exp(alpha s_ij - lse_i)
+// with dP = dO V^T over the mask of the forward; dV = P^T dO, dK = dS^T Q. Rows of dk / dv
+// inside a sequence are written (its first max_seq_len rows); the others are left as they are
+// (offsets were checked into the error record by the forward).
+struct AttentionBackwardArgs {
+  AttentionKind kind;
+  DType dtype;                  // kBFloat16 or kFloat16: q, k, v, dout, dk, dv
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* dout;
+  int64_t q_row_stride, q_head_stride;  // elements
+  int64_t k_row_stride, k_head_stride;
+  int64_t v_row_stride, v_head_stride;
+  int64_t dout_row_stride, dout_head_stride;
+  const void* offsets;          // [batch + 1]
+  DType offsets_dtype;          // kInt32 or kInt64
+  int64_t batch;
+  int64_t total;
+  int64_t max_seq_len;
+  int32_t heads, dqk, dv;
+  bool causal;
+  float alpha;
+  float inv_max_seq_len;
+  const float* lse;             // kSoftmax: the forward's [heads, total]
+  const float* delta;           // kSoftmax: [heads, total], rowsum(dout * out)
+  void* dk;                     // [total, heads, dqk] contiguous (launch_attention_dkdv)
+  void* dv_out;                 // [total, heads, dv] contiguous (launch_attention_dkdv)
+  void* dq;                     // [total, heads, dqk] contiguous (launch_attention_dq)
+};
+
+// nullptr when this build has the backward kernels (dK / dV, dQ) for these arguments, else why not.
+LaunchError attention_backward_supports(const AttentionBackwardArgs& args);
+LaunchError launch_attention_dkdv(const AttentionBackwardArgs& args, void* stream);
+// dQ = dS K over the same mask (dS as above), rows inside a sequence written.
+LaunchError launch_attention_dq(const AttentionBackwardArgs& args, void* stream);
 
 }  // namespace mymetaops

@@ -1,0 +1,356 @@
+// The Hopper attention backward's dK / dV kernel (attention.h, launch_attention_dkdv): one CTA per
+// block of 128 keys of one (sequence, head), warp-specialized like the forward (fwd_kernel.cuh).
+// The producer warp loads the CTA's K and V once, then Q and dO of each 64-row query step by TMA
+// into a ring of stages; two consumer warpgroups own 64 keys each and keep dK and dV of them in
+// registers across the steps:
+//   S^T = K Q^T, dP^T = V dO^T          (wgmma, both operands from shared memory)
+//   P^T, dS^T from S^T, dP^T            (registers: HSTU's silu and its derivative, or softmax's
+//                                        exp against the forward's lse and delta = rowsum(dO O))
+//   dV += P^T dO, dK += dS^T Q          (wgmma, A from registers, B = the transposed view of the
+//                                        same shared Q / dO tiles)
+// Computing the transposes (keys as wgmma's M) is what lets P and dS feed the second pair of
+// products from registers (FlashAttention-3's swapped S/dP). dQ is not computed here: the Triton dq
+// kernel runs beside this one. Included by dkdv.cu only.
+#pragma once
+#include "fwd_kernel.cuh"
+
+namespace mymetaops {
+namespace cuda {
+namespace attention {
+
+// 128 keys = 2 consumer warpgroups x wgmma's M of 64; 64 query rows a step: S^T and dP^T are 32
+// fp32 registers a thread each, dK and dV (D = 128) 64 each, so a step's registers fit in 240.
+constexpr int kDkdvBlockN = 128;
+constexpr int kDkdvBlockM = 64;
+// Q / dO stages in flight: 2 take 64 KB beside K and V (64 KB) at D = 128.
+constexpr int kDkdvStages = 2;
+template <typename T, int D>
+struct DkdvTraits {
+  using BM = Int<kDkdvBlockM>;
+  using BN = Int<kDkdvBlockN>;
+  using HD = Int<D>;
+  static constexpr int kStages = kDkdvStages;
+  // Q and dO: (rows, D, stage), D contiguous (K-major B operand of S^T and dP^T). The transposed
+  // views (D, rows, stage) of the same bytes are the MN-major B operands of dK and dV.
+  using SmemQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<BM, HD, Int<kStages>>{}));
+  using SmemQt = decltype(composition(
+      SmemQ{}, make_layout(make_shape(HD{}, BM{}, Int<kStages>{}),
+                           make_stride(BM{}, _1{}, Int<kDkdvBlockM * D>{}))));
+  // K and V: (keys, D), D contiguous: the K-major A operands of S^T and dP^T.
+  using SmemKV = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<BN, HD>{}));
+  using MmaSdp = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, BM, HD>>(),
+                                         Layout<Shape<_2, _1, _1>>{}));
+  using MmaDkv = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<_64, HD, BM>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+
+  struct alignas(1024) Smem {
+    alignas(1024) T k[cosize_v<SmemKV>];
+    alignas(1024) T v[cosize_v<SmemKV>];
+    alignas(1024) T q[cosize_v<SmemQ>];
+    alignas(1024) T dout[cosize_v<SmemQ>];
+    // Softmax: lse (log2 units) and delta of a stage's rows, written by the producer warp's lanes;
+    // read in the consumers' inner loop, where loads from global memory left their latency exposed.
+    float lse[kStages][kDkdvBlockM], delta[kStages][kDkdvBlockM];
+    uint64_t kv_full;
+    // Q, dO (and for softmax lse, delta: a second arrival) of a stage arrive and are handed back together.
+    uint64_t full[kStages], empty[kStages];
+  };
+
+  static auto tma_rows(const T* p, int total, int heads, int64_t rs, int64_t hs) {  // Q, dO: 64-row boxes
+    return make_tma_copy(SM90_TMA_LOAD{}, Traits<T, D>::qk_tensor(p, total, heads, rs, hs),
+                         take<0, 2>(SmemQ{}));
+  }
+  static auto tma_keys(const T* p, int total, int heads, int64_t rs, int64_t hs) {  // K, V: 128-row boxes
+    return make_tma_copy(SM90_TMA_LOAD{}, Traits<T, D>::qk_tensor(p, total, heads, rs, hs), SmemKV{});
+  }
+  using TmaRows = decltype(tma_rows(nullptr, 0, 0, 0, 0));
+  using TmaKeys = decltype(tma_keys(nullptr, 0, 0, 0, 0));
+  static constexpr uint32_t kRowsBytes = kDkdvBlockM * D * sizeof(T);
+  static constexpr uint32_t kKeysBytes = kDkdvBlockN * D * sizeof(T);
+};
+
+template <typename T, int D, typename IndexT>
+struct DkdvParams {
+  typename DkdvTraits<T, D>::TmaRows tma_q, tma_dout;
+  typename DkdvTraits<T, D>::TmaKeys tma_k, tma_v;
+  const IndexT* offsets;
+  const float* lse;    // softmax: [heads, total], natural log (the forward's)
+  const float* delta;  // softmax: [heads, total], rowsum(dO * O)
+  T* dk;               // [total, heads, D] contiguous, like dv
+  T* dv;
+  int64_t total, max_seq_len, pairs;  // pairs = batch x heads
+  int32_t heads;
+  bool softmax, causal;
+  float alpha, inv_max_seq_len;
+};
+
+// The CTA's block: keys [n0, n0 + 128) of sequence rows [start, start + len), head h; query steps
+// [m_first, m_end) of 64 rows (causal: from the step holding key n0, whose rows see it first).
+struct DkdvBlock {
+  int64_t start;
+  int32_t len, n0, h, m_first, m_end;
+};
+
+template <typename T, int D, typename IndexT>
+__device__ __forceinline__ DkdvBlock dkdv_block(const DkdvParams<T, D, IndexT>& p) {
+  // Key block outermost: under the causal mask block 0 of each pair sees every query row, so the
+  // costliest CTAs start first.
+  const int64_t n_block = blockIdx.x / p.pairs;
+  const int64_t pair = blockIdx.x - n_block * p.pairs;
+  const int64_t b = pair / p.heads;
+  const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
+  const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
+  DkdvBlock blk;
+  blk.start = start;
+  blk.len = static_cast<int32_t>(min(max(end - start, int64_t{0}), p.max_seq_len));
+  blk.n0 = static_cast<int32_t>(n_block) * kDkdvBlockN;
+  blk.h = static_cast<int32_t>(pair - b * p.heads);
+  blk.m_first = p.causal ? blk.n0 / kDkdvBlockM : 0;
+  blk.m_end = (blk.len + kDkdvBlockM - 1) / kDkdvBlockM;
+  return blk;
+}
+
+template <typename T, int D, typename IndexT>
+__device__ __forceinline__ void dkdv_produce(const DkdvParams<T, D, IndexT>& p, typename DkdvTraits<T, D>::Smem& smem,
+                                             const DkdvBlock& blk) {
+  using Tr = DkdvTraits<T, D>;
+  using BM = typename Tr::BM;
+  using BN = typename Tr::BN;
+  using HD = typename Tr::HD;
+  const int total = static_cast<int>(p.total);
+  const int s0 = static_cast<int>(blk.start);
+  auto rows = [&](const auto& tma, T* dst, int m) {  // (source, destination) of query step m, all stages
+    Tensor g = local_tile(domain_offset(make_coord(s0, _0{}), tma.get_tma_tensor(make_shape(total, HD{}, p.heads))(_, _, blk.h)),
+                          Shape<BM, HD>{}, make_coord(m, _0{}));
+    Tensor s = make_tensor(make_smem_ptr(dst), typename Tr::SmemQ{});
+    return tma_partition(tma, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
+  };
+  auto keys = [&](const auto& tma, T* dst) {
+    Tensor g = local_tile(domain_offset(make_coord(s0, _0{}), tma.get_tma_tensor(make_shape(total, HD{}, p.heads))(_, _, blk.h)),
+                          Shape<BN, HD>{}, make_coord(blk.n0 / kDkdvBlockN, _0{}));
+    Tensor s = make_tensor(make_smem_ptr(dst), typename Tr::SmemKV{});
+    return tma_partition(tma, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
+  };
+  const int lane = threadIdx.x % 32;
+  const bool leader = lane == 0;
+  if (leader) {
+    FullBarrier::arrive_and_expect_tx(&smem.kv_full, 2 * Tr::kKeysBytes);
+    auto tK = keys(p.tma_k, smem.k);
+    auto tV = keys(p.tma_v, smem.v);
+    copy(p.tma_k.with(smem.kv_full), get<0>(tK), get<1>(tK));
+    copy(p.tma_v.with(smem.kv_full), get<0>(tV), get<1>(tV));
+  }
+  const int64_t row0 = static_cast<int64_t>(blk.h) * p.total + blk.start;  // lse / delta of the sequence's row 0
+  for (int m = blk.m_first, i = 0; m < blk.m_end; ++m, ++i) {
+    const int s = i % Tr::kStages;
+    EmptyBarrier::wait(&smem.empty[s], ((i / Tr::kStages) & 1) ^ 1);
+    if (leader) {
+      FullBarrier::arrive_and_expect_tx(&smem.full[s], 2 * Tr::kRowsBytes);
+      auto tQ = rows(p.tma_q, smem.q, m);
+      auto tO = rows(p.tma_dout, smem.dout, m);
+      copy(p.tma_q.with(smem.full[s]), get<0>(tQ), get<1>(tQ)(_, s));
+      copy(p.tma_dout.with(smem.full[s]), get<0>(tO), get<1>(tO)(_, s));
+    }
+    if (p.softmax) {
+      for (int r = lane; r < kDkdvBlockM; r += 32) {
+        const int row = m * kDkdvBlockM + r;
+        const bool in = row < blk.len;
+        smem.lse[s][r] = in ? p.lse[row0 + row] * static_cast<float>(M_LOG2E) : 0.f;
+        smem.delta[s][r] = in ? p.delta[row0 + row] : 0.f;
+      }
+      __syncwarp();  // the lanes' stores before the leader's arrival (release) publishes them
+      if (leader) FullBarrier::arrive(&smem.full[s]);
+    }
+  }
+}
+
+// S^T, dP^T of one step -> P^T, dS^T (in place, fp32): entry (key j, query row i) counts when both
+// are in the sequence and, causal, j <= i; the others become 0.
+// lse (log2 units: P = exp2(alpha log2e s - lse log2e)) and delta: the step's rows, in shared memory.
+template <bool kSoftmax, class TS, class TC>
+__device__ __forceinline__ void grads_of_scores(TS& S, TS& dP, const TC& cS, int n0, int m0, const DkdvBlock& blk,
+                                                bool causal, float alpha, float inv_max_seq_len, const float* lse,
+                                                const float* delta) {
+  CUTE_UNROLL
+  for (int c = 0; c < size<1>(S); ++c) {
+    const int col = get<1>(cS(0, c));
+    const int i = m0 + col;
+    float lse_i = 0.f, delta_i = 0.f;
+    if constexpr (kSoftmax) {
+      lse_i = lse[col];
+      delta_i = delta[col];
+    }
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(S); ++r) {
+      const int j = n0 + get<0>(cS(r, c));
+      const bool valid = i < blk.len && j < blk.len && (!causal || j <= i);
+      float p, ds;
+      if constexpr (kSoftmax) {
+        p = exp2_approx(S(r, c) * alpha * static_cast<float>(M_LOG2E) - lse_i);
+        ds = p * (dP(r, c) - delta_i) * alpha;
+      } else {
+        // silu(x) = h + h tanh(h) with h = x / 2; silu'(x) = sig (1 + x (1 - sig)), sig = (1 + tanh(h)) / 2.
+        const float h = 0.5f * alpha * S(r, c);
+        const float t = tanh_approx(h);
+        const float sig = 0.5f + 0.5f * t;
+        p = fmaf(h, t, h) * inv_max_seq_len;
+        ds = dP(r, c) * sig * fmaf(h, 1.f - t, 1.f) * alpha * inv_max_seq_len;  // x (1 - sig) = h (1 - t)
+      }
+      S(r, c) = valid ? p : 0.f;
+      dP(r, c) = valid ? ds : 0.f;
+    }
+  }
+}
+
+template <bool kSoftmax, typename T, int D, typename IndexT>
+__device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, typename DkdvTraits<T, D>::Smem& smem,
+                                             const DkdvBlock& blk) {
+  using Tr = DkdvTraits<T, D>;
+  using BM = typename Tr::BM;
+  using BN = typename Tr::BN;
+  using HD = typename Tr::HD;
+  const int tid = threadIdx.x - 128;
+  Tensor sK = make_tensor(make_smem_ptr(smem.k), typename Tr::SmemKV{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v), typename Tr::SmemKV{});
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q), typename Tr::SmemQ{});
+  Tensor sDo = make_tensor(make_smem_ptr(smem.dout), typename Tr::SmemQ{});
+  Tensor sQt = make_tensor(make_smem_ptr(smem.q), typename Tr::SmemQt{});
+  Tensor sDot = make_tensor(make_smem_ptr(smem.dout), typename Tr::SmemQt{});
+  typename Tr::MmaSdp mma_sdp;
+  typename Tr::MmaDkv mma_dkv;
+  auto thr_sdp = mma_sdp.get_thread_slice(tid);
+  auto thr_dkv = mma_dkv.get_thread_slice(tid);
+  Tensor tSrK = thr_sdp.partition_fragment_A(sK);
+  Tensor tSrV = thr_sdp.partition_fragment_A(sV);
+  Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);
+  Tensor tSrDo = thr_sdp.partition_fragment_B(sDo);
+  Tensor tDrQt = thr_dkv.partition_fragment_B(sQt);
+  Tensor tDrDot = thr_dkv.partition_fragment_B(sDot);
+  Tensor tSrS = partition_fragment_C(mma_sdp, Shape<BN, BM>{});
+  Tensor tSrDp = partition_fragment_C(mma_sdp, Shape<BN, BM>{});
+  Tensor tDrDk = partition_fragment_C(mma_dkv, Shape<BN, HD>{});
+  Tensor tDrDv = partition_fragment_C(mma_dkv, Shape<BN, HD>{});
+  Tensor tP = make_tensor_like<T>(tSrS);
+  Tensor tDs = make_tensor_like<T>(tSrS);
+  Tensor tPa = make_tensor(tP.data(), acc_as_a(tP.layout()));
+  Tensor tDsa = make_tensor(tDs.data(), acc_as_a(tDs.layout()));
+  static_assert(decltype(size<2>(tPa))::value == decltype(size<2>(tDrDot))::value,
+                "P^T's registers must cover wgmma's A fragment of every k step of dV");
+  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<BN, BM>{}));
+  Tensor cS = make_tensor(tScS.data(), rowcol(tScS.layout()));
+  Tensor S = make_tensor(tSrS.data(), rowcol(tSrS.layout()));
+  Tensor dP = make_tensor(tSrDp.data(), rowcol(tSrDp.layout()));
+
+  auto issue_scores = [&](int i) {
+    const int s = i % Tr::kStages;
+    FullBarrier::wait(&smem.full[s], (i / Tr::kStages) & 1);
+    wgmma_issue<true>(mma_sdp, tSrK, tSrQ(_, _, _, s), tSrS);
+    wgmma_issue<true>(mma_sdp, tSrV, tSrDo(_, _, _, s), tSrDp);
+  };
+  auto scores_to_grads = [&](int i) {
+    warpgroup_fence_operand(tSrS);
+    warpgroup_fence_operand(tSrDp);
+    const int s = i % Tr::kStages;
+    grads_of_scores<kSoftmax>(S, dP, cS, blk.n0, (blk.m_first + i) * kDkdvBlockM, blk, p.causal, p.alpha,
+                              p.inv_max_seq_len, smem.lse[s], smem.delta[s]);
+  };
+  auto to_bf16 = [&]() {
+    CUTE_UNROLL
+    for (int e = 0; e < size(tSrS); ++e) {
+      tP(e) = static_cast<T>(tSrS(e));
+      tDs(e) = static_cast<T>(tSrDp(e));
+    }
+  };
+  auto issue_grads = [&](int i) {
+    const int s = i % Tr::kStages;
+    warpgroup_fence_operand(tP);
+    warpgroup_fence_operand(tDs);
+    wgmma_issue<false>(mma_dkv, tPa, tDrDot(_, _, _, s), tDrDv);
+    wgmma_issue<false>(mma_dkv, tDsa, tDrQt(_, _, _, s), tDrDk);
+  };
+  auto finish_grads = [&](int i) {  // after warpgroup_wait<0>: step i's Q and dO go back to the producer
+    warpgroup_fence_operand(tDrDv);
+    warpgroup_fence_operand(tDrDk);
+    warpgroup_fence_operand(tP);
+    warpgroup_fence_operand(tDs);
+    if (tid % 128 == 0) EmptyBarrier::arrive(&smem.empty[i % Tr::kStages]);
+  };
+
+  clear(tDrDk);
+  clear(tDrDv);
+  FullBarrier::wait(&smem.kv_full, 0);
+  // One step at a time: the two warpgroups overlap each other's math and products. Overlapping a
+  // warpgroup's own steps (S^T, dP^T of step i + 1 issued before dV, dK of step i) spilled at
+  // D = 128 (456 bytes, wgmmas serialized: C7512) and ran 0.91-0.98x at D = 64 (run 21).
+  const int steps = blk.m_end - blk.m_first;  // >= 1: key n0 < len is seen by its own row
+  for (int i = 0; i < steps; ++i) {
+    issue_scores(i);
+    warpgroup_wait<0>();
+    scores_to_grads(i);
+    to_bf16();
+    issue_grads(i);
+    warpgroup_wait<0>();
+    finish_grads(i);
+  }
+
+  // Epilogue: round once, store the keys inside the sequence (4-byte pairs of columns).
+  Tensor tDcD = thr_dkv.partition_C(make_identity_tensor(Shape<BN, HD>{}));
+  Tensor cD = make_tensor(tDcD.data(), rowcol(tDcD.layout()));
+  Tensor dK = make_tensor(tDrDk.data(), rowcol(tDrDk.layout()));
+  Tensor dV = make_tensor(tDrDv.data(), rowcol(tDrDv.layout()));
+  const int64_t row_elems = static_cast<int64_t>(p.heads) * D;
+  CUTE_UNROLL
+  for (int r = 0; r < size<0>(dK); ++r) {
+    const int j = blk.n0 + get<0>(cD(r, 0));
+    if (j >= blk.len) continue;
+    const int64_t offset = (blk.start + j) * row_elems + static_cast<int64_t>(blk.h) * D;
+    CUTE_UNROLL
+    for (int c = 0; c < size<1>(dK); c += 2) {
+      const int col = get<1>(cD(r, c));
+      store_pair(p.dk + offset + col, dK(r, c), dK(r, c + 1));
+      store_pair(p.dv + offset + col, dV(r, c), dV(r, c + 1));
+    }
+  }
+}
+
+template <typename T, int D, typename IndexT>
+__global__ void __launch_bounds__(kThreads, 1) attention_dkdv(const __grid_constant__ DkdvParams<T, D, IndexT> p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tr = DkdvTraits<T, D>;
+  const DkdvBlock blk = dkdv_block(p);
+  if (blk.n0 >= blk.len) return;  // the whole CTA: no key of the block is in the sequence
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& smem = *reinterpret_cast<typename Tr::Smem*>(smem_raw);
+  if (threadIdx.x == 0) {
+    prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_dout.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    FullBarrier::init(&smem.kv_full, 1);
+    for (int s = 0; s < Tr::kStages; ++s) {
+      FullBarrier::init(&smem.full[s], p.softmax ? 2 : 1);
+      EmptyBarrier::init(&smem.empty[s], kConsumerWarpgroups);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
+    if (threadIdx.x < 32) dkdv_produce(p, smem, blk);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+    if (p.softmax) {
+      dkdv_consume<true>(p, smem, blk);
+    } else {
+      dkdv_consume<false>(p, smem, blk);
+    }
+  }
+#else
+  (void)p;
+#endif
+}
+
+}  // namespace attention
+}  // namespace cuda
+}  // namespace mymetaops
