@@ -7,9 +7,11 @@ a kernel: captured once in a CUDA graph and replayed (do_bench medians), so the 
 paths, which differ from the public ops' and hide the kernel at small sizes, stay out of the times
 (host_cost.py measures the public path).
 
-Suite: 18 problems, the forward of both ops, bf16, causal, over three length distributions per
-(B, N, H, D): uniform in [1, N], all equal to N, and long-tailed (Zipf-like: N / rank^1.2, shuffled).
-The issue's bound: geometric mean of the regret <= 1.05.
+Suite: 18 problems, bf16, causal, over three length distributions per (B, N, H, D): uniform in
+[1, N], all equal to N, and long-tailed (Zipf-like: N / rank^1.2, shuffled); at each, the forward
+and the backward of both ops (the backward's candidates: the Triton backward, native dK / dV beside
+Triton's dq or the native dQ). The issue's bound: geometric mean of the regret <= 1.05, reported
+over the forwards, the backwards and all.
 
     python bench/attention/regret.py [--out PREFIX] [--budget-s 240] [--dry-run]
 """
@@ -33,6 +35,9 @@ DISTRIBUTIONS = ("uniform", "equal", "zipf")
 DRY_RUN_SIZES = ((3, 16, 2, 16),)
 BOUND = 1.05
 ALPHA = 0.1
+FORWARD_OPS = ("hstu_attention", "jagged_attention")
+BACKWARD_OPS = ("hstu_attention_backward", "jagged_attention_backward")
+OPS = FORWARD_OPS + BACKWARD_OPS
 
 
 def add_arguments(parser):
@@ -67,14 +72,68 @@ def kernel_us(fn, device: torch.device) -> float:
     return median_us(graph.replay, device)
 
 
-def run(args, device, prefix, meta) -> dict:
+def forward_kernels(op, q, k, v, offsets, n, hw, native_built):
+    """{config name: fn} for every kernel that runs this forward: the Triton tiles the model offers
+    and every native kernel built for this head dim (withheld or refused ones too)."""
     from mymetaops import _C, model
-    from mymetaops.configs import NativeAttentionConfig
     from mymetaops.ops import attention as ops
     from mymetaops.triton import hstu_attention as hstu
     from mymetaops.triton import jagged_attention as sm
+    problem = model.attention.problem_of(op, q, v, offsets, n, True, False)
+    fns = {}
+    for config in (c.config for c in model.decide(op, problem, hw, "triton").candidates):
+        tiles = None if config.kernel_defaults else (config.block_m, config.block_n, config.num_warps,
+                                                     config.num_stages)
+        if op == "hstu_attention":
+            cfg = None if tiles is None else hstu.HstuConfig(*tiles)
+            fns[str(config)] = lambda cfg=cfg: hstu.hstu_attention_fwd(q, k, v, offsets, n, ALPHA, config=cfg)
+        else:
+            cfg = None if tiles is None else sm.AttentionConfig(*tiles)
+            fns[str(config)] = lambda cfg=cfg: sm.jagged_attention_fwd(q, k, v, offsets, n, config=cfg)
+    kind = ops.HSTU_KIND if op == "hstu_attention" else ops.SOFTMAX_KIND
+    scale = ALPHA if op == "hstu_attention" else q.shape[2] ** -0.5
+    for index, row in enumerate(model.attention.NATIVE_KERNELS.get(hw.vendor, ())):
+        if native_built and op in row.ops and q.shape[2] in row.dims:
+            fns[row.name] = lambda index=index: _C._attention_forward_native(q, k, v, offsets, n, kind, scale, True,
+                                                                            index)
+    return fns
+
+
+def backward_kernels(op, q, k, v, offsets, n, hw, native_built):
+    """{config name: fn} for every kernel set that runs this backward: the Triton backward (its
+    default tiles) and the model's native rows (model.attention.NATIVE_BACKWARD) at their head dims."""
+    from mymetaops import _C, model
+    from mymetaops.ops import attention as ops
+    from mymetaops.triton import hstu_attention as hstu
+    from mymetaops.triton import jagged_attention as sm
+    grad = torch.randn_like(q)
+    if op == "hstu_attention_backward":
+        kind, extra = ops.HSTU_KIND, ()
+        fns = {str(model.attention.KERNEL_DEFAULTS): lambda: hstu.backward(grad, q, k, v, offsets, n, ALPHA, True,
+                                                                           None, 0, 0)}
+        scale, triton_dq = ALPHA, lambda: hstu.backward_dq(grad, q, k, v, offsets, n, ALPHA, True)
+    else:
+        kind, scale = ops.SOFTMAX_KIND, q.shape[2] ** -0.5
+        out, lse = sm.jagged_attention_fwd(q, k, v, offsets, n)
+        delta = sm.backward_delta(grad, out)
+        extra = (lse, delta)
+        fns = {str(model.attention.KERNEL_DEFAULTS): lambda: sm.backward(grad, q, k, v, out, lse, offsets, n, True,
+                                                                         scale)}
+        triton_dq = lambda: sm.backward_dq(grad, q, k, v, lse, delta, offsets, n, True, scale)  # noqa: E731
+    args = (grad, q, k, v, offsets, n, kind, scale, True, *extra)
+    for index, row in enumerate(model.attention.NATIVE_BACKWARD.get(hw.vendor, ())):
+        if native_built and q.shape[2] in row.dims:
+            dq = (lambda: _C._attention_dq_native(*args)) if index == model.attention.NATIVE_DQ else triton_dq
+            fns[row.name] = lambda dq=dq: (_C._attention_dkdv_native(*args), dq())
+    return fns
+
+
+def run(args, device, prefix, meta) -> dict:
+    from mymetaops import model
+    from mymetaops.ops import attention as ops
     gpu = device.type == "cuda"
     hw = model.detect_hardware(device) if gpu else model.get_hardware("H200")
+    native_built = gpu and ops._native_kernels_known(hw.vendor)
     started = time.perf_counter()
     rows = []
     for size in (SIZES if gpu else DRY_RUN_SIZES):
@@ -89,44 +148,35 @@ def run(args, device, prefix, meta) -> dict:
             total = int(offsets[-1])
             offsets = offsets.to(device)
             q, k, v = (torch.randn(total, heads, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
-            for op in ("hstu_attention", "jagged_attention"):
+            for op in OPS:
+                kernels = backward_kernels if op in BACKWARD_OPS else forward_kernels
                 problem = model.attention.problem_of(op, q, v, offsets, n, True, False)
-                native_built = gpu and ops._native_kernels_known(hw.vendor)
                 decision = model.decide_bucketed(op, problem, hw, "auto", native_built).decision
-                kernels = [c.config for c in model.decide(op, problem, hw, "triton").candidates]
-                kernels += [NativeAttentionConfig(i, k.name)
-                            for i, k in enumerate(model.attention.NATIVE_KERNELS.get(hw.vendor, ()))
-                            if native_built and op in k.ops and dim in k.dims]
                 times = {}
-                for config in kernels:
-                    native = isinstance(config, NativeAttentionConfig)
-                    tiles = None if native or config.kernel_defaults else (
-                        config.block_m, config.block_n, config.num_warps, config.num_stages)
+                for name, fn in kernels(op, q, k, v, offsets, n, hw, native_built).items():
                     try:
-                        if native:
-                            kind = ops.HSTU_KIND if op == "hstu_attention" else ops.SOFTMAX_KIND
-                            scale = ALPHA if op == "hstu_attention" else dim ** -0.5
-                            fn = lambda: _C._attention_forward_native(q, k, v, offsets, n, kind, scale, True,  # noqa: E731
-                                                                      config.kernel)
-                        elif op == "hstu_attention":
-                            cfg = None if tiles is None else hstu.HstuConfig(*tiles)
-                            fn = lambda: hstu.hstu_attention_fwd(q, k, v, offsets, n, ALPHA, config=cfg)  # noqa: E731
-                        else:
-                            cfg = None if tiles is None else sm.AttentionConfig(*tiles)
-                            fn = lambda: sm.jagged_attention_fwd(q, k, v, offsets, n, config=cfg)  # noqa: E731
-                        times[str(config)] = kernel_us(fn, device)
+                        times[name] = kernel_us(fn, device)
                     except Exception as e:  # noqa: BLE001
-                        times[str(config)] = None
-                        rows.append(dict(size=list(size), dist=dist, op=op, error=short_error(e)))
+                        times[name] = None
+                        rows.append(dict(size=list(size), dist=dist, op=op, error=f"{name}: {short_error(e)}"))
                 measured = {k: t for k, t in times.items() if t}
                 chosen = times.get(str(decision.choice.config))
                 regret = chosen / min(measured.values()) if chosen and measured else None
                 rows.append(dict(size=list(size), dist=dist, op=op, total=total, choice=str(decision.choice.config),
                                  predicted_us=decision.choice.time_us, times=times, regret=regret))
             del q, k, v
-    regrets = [r["regret"] for r in rows if r.get("regret")]
-    return dict(rows=rows, geomean_regret=geomean(regrets), problems=len(regrets),
-                worst=max(regrets) if regrets else None)
+    summary = {}
+    for what, ops_of in (("forward", FORWARD_OPS), ("backward", BACKWARD_OPS), ("all", OPS)):
+        regrets = [r["regret"] for r in rows if r.get("regret") and r["op"] in ops_of]
+        summary[what] = dict(geomean_regret=geomean(regrets), problems=len(regrets),
+                             worst=max(regrets) if regrets else None)
+    return dict(rows=rows, **summary["all"], summary=summary)
+
+
+def _summary(s: dict) -> str:
+    if s["geomean_regret"] is None:
+        return "no problem measured"
+    return f"{s['geomean_regret']:.3f} over {s['problems']} problems, worst {s['worst']:.2f}"
 
 
 def markdown(meta, report) -> str:
@@ -135,6 +185,7 @@ def markdown(meta, report) -> str:
     lines = [f"# Attention selection regret ({meta['gpu']}, {meta['date']}, torch {meta['torch']}, triton "
              f"{meta['triton']}, revision {meta['revision']})", "",
              f"Geometric mean regret over {report['problems']} problems: {mean} (bound {BOUND}); worst {worst}.", "",
+             *[f"- {what}: {_summary(report['summary'][what])}" for what in ("forward", "backward")], "",
              "Candidates timed as kernels (CUDA graph replay: the launchers' host paths out).", "",
              "| B N H D | lengths | op | model's choice | predicted us | measured us per candidate | regret |",
              "|---|---|---|---|---|---|---|"]

@@ -59,7 +59,7 @@ def test_the_native_dkdv_kernel_is_chosen_for_unmasked_backwards_on_hopper(op, d
     d = decide(op, p, HARDWARE["H200"])
     assert d.choice.backend == "native" and "hopper_dkdv" in d.choice.config.name
     native = [c.config for c in d.candidates if c.backend == "native"]
-    assert [(c.kernel, c.name) for c in native] == [(i, k.name) for i, k in enumerate(a.NATIVE_BACKWARD["nvidia"])]
+    assert sorted((c.kernel, c.name) for c in native) == list(enumerate(k.name for k in a.NATIVE_BACKWARD["nvidia"]))
     assert [c.backend for c in d.candidates].count("triton") == 1
     amd = decide(op, p, HARDWARE["MI300X"])
     assert amd.choice.backend == "triton" and "no native dK / dV kernel" in dict(amd.absent)["native"]
