@@ -86,6 +86,7 @@ def run(args, device, prefix, meta) -> dict:
             try:
                 fns = _calls(kind, q, k, v, grad, offsets, shape[1])
                 dq, dk, dv = fns["triton_bwd"]()
+                row["norm_dq"], row["norm_dk"], row["norm_dv"] = (float(t.double().norm()) for t in (dq, dk, dv))
                 ndk, ndv = fns["native_dkdv"]()
                 row["err_dk"], row["err_dv"] = rel_err(ndk, dk), rel_err(ndv, dv)
                 row["err_dq"] = rel_err(fns["native_dq"](), dq)

@@ -123,25 +123,23 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     ),
 }
 # The backward's native candidates on Hopper, both with the dK / dV kernel (cuda/attention/dkdv.cu:
-# dK / dV per block of 128 keys, Q and dO streamed in 64-row steps), in NativeAttentionConfig.kernel
-# order: beside Triton's dq, or beside the native dQ kernel (dq.cu: the forward's structure, 128
-# query rows, 64-key steps). Costed as the Triton backward (its 64 x 64 default steps) at its
-# speed-up. dK / dV + Triton dq: [M] H200 run 20 (bench/attention/NOTES.md) against the Triton
-# backward: HSTU 1.02-1.09x (D = 64 and 128), softmax 1.10-1.23x at D = 128 but 0.83x at D = 64
-# (withheld there). dK / dV + native dQ: [P] 1.14x the first (dQ at 1.4x Triton's dq, the
-# forward's speed-up over Triton at the same structure), to be measured (backward_probe.py).
+# dK / dV per block of 128 keys, Q and dO streamed in 64-row steps, softmax's lse / delta staged in
+# shared memory), in NativeAttentionConfig.kernel order: beside Triton's dq, or beside the native dQ
+# kernel (dq.cu: the forward's structure, 128 query rows, 64-key steps). Costed as the Triton
+# backward (its 64 x 64 default steps) at its measured speed-up: [M] run 22 (H100 SXM, each part a
+# kernel, bench/attention/backward_probe.py; NOTES.md), over the Triton backward at six shapes
+# (D = 64 and 128, N 256-4096): dK / dV + Triton dq HSTU 0.98-1.07x, softmax 1.49-1.80x at D = 128
+# and 1.07-1.17x at D = 64; dK / dV + native dQ HSTU 1.02-1.10x, softmax 1.52-1.88x at D = 128 and
+# 1.00-1.19x at D = 64. The factors are the medians (per op; D = 64 softmax gains less).
 NATIVE_BACKWARD: dict[str, tuple[NativeKernel, ...]] = {
     "nvidia": (
         NativeKernel("hopper_dkdv_128x64 + triton_dq", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
-                     (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.05, BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.12)),
+                     (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.04, BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.55)),
         NativeKernel("hopper_dkdv_128x64 + hopper_dq_128x64", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
-                     (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.05 * 1.14,
-                      BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.12 * 1.14)),
+                     (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.08, BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.60)),
     ),
 }
 NATIVE_DQ = 1  # the NATIVE_BACKWARD index whose dQ is native
-SOFTMAX_D64_BACKWARD_WITHHELD = ("the Hopper dK / dV kernel ran the softmax backward at D = 64 0.83x as fast as the "
-                                 "Triton backward on the H200 (bench/attention run 20: B512 N256 H4)")
 NATIVE_ARCHS = {"nvidia": ("sm_90a",), "amd": ("gfx942", "gfx950")}
 NATIVE_DTYPES = ("bf16", "fp16")
 
@@ -292,8 +290,6 @@ class AttentionFamily(Family):
             return "HSTU's target / window / contextual masks run on Triton only"
         if p.dqk != p.dv or p.dqk not in rows[0].dims:
             return f"the native dK / dV kernel runs Dqk = Dv in {list(rows[0].dims)}, not Dqk {p.dqk} / Dv {p.dv}"
-        if op == SOFTMAX_BACKWARD and p.dqk == 64:
-            return SOFTMAX_D64_BACKWARD_WITHHELD
         return ""
 
     def native_candidates(self, op, p, hw):

@@ -136,8 +136,9 @@ def test_native_backward_kernels(kind):
                 _poison_allocator(q.shape[0], 2, d, dtype)
                 dq = _C._attention_dq_native(grad, q, k, v, offsets, max_len, kind, alpha, causal, *extra)
                 what = f"backward kind {kind} D {d} {dtype} lengths {lengths} causal {causal}"
-                _close(dq, ref_dq, dtype, what + " dq")
-                _close(dk, ref_dk, dtype, what + " dk")
+                floor = 1e-3 * ref_dv.abs().max().item()  # dq, dk of one-key softmax rows: 0 by cancellation
+                _close(dq, ref_dq, dtype, what + " dq", floor)
+                _close(dk, ref_dk, dtype, what + " dk", floor)
                 _close(dv, ref_dv, dtype, what + " dv")
 
 
