@@ -23,12 +23,11 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parents[1]))
 from attention_table import make_inputs, useful_flops  # noqa: E402
 from bench_common import add_device_arguments, close_report, open_report, short_error  # noqa: E402
-from regret import kernel_us  # noqa: E402
+from regret import backward_parts, kernel_us  # noqa: E402
 
 SHAPES = ((64, 1024, 4, 128), (256, 512, 2, 128), (32, 4096, 4, 128), (512, 256, 4, 64), (32, 2048, 1, 128),
           (16, 4096, 2, 64))
 DRY_RUN_SHAPES = ((3, 16, 2, 64),)
-ALPHA = 1.0 / 128 ** 0.5
 PARTS = ("triton_bwd", "native_dkdv", "triton_dq", "native_dq")
 
 
@@ -41,33 +40,6 @@ def add_arguments(parser):
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double(), b.double()
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
-
-
-def _calls(kind, q, k, v, grad, offsets, n):
-    """{part: fn} for one kind, and the (dq, dk, dv) Triton reference."""
-    from mymetaops import _C
-    from mymetaops.ops import attention as ops
-    from mymetaops.triton import hstu_attention as hstu
-    from mymetaops.triton import jagged_attention as sm
-    if kind == "hstu":
-        extra = ()
-        kind_id, scale = ops.HSTU_KIND, ALPHA
-        triton_bwd = lambda: hstu.backward(grad, q, k, v, offsets, n, ALPHA, True, None, 0, 0)  # noqa: E731
-        triton_dq = lambda: hstu.backward_dq(grad, q, k, v, offsets, n, ALPHA, True)  # noqa: E731
-    else:
-        kind_id, scale = ops.SOFTMAX_KIND, q.shape[2] ** -0.5
-        out, lse = sm.jagged_attention_fwd(q, k, v, offsets, n)
-        lse = lse.contiguous()
-        delta = sm.backward_delta(grad, out)
-        extra = (lse, delta)
-        triton_bwd = lambda: sm.backward(grad, q, k, v, out, lse, offsets, n, True, scale)  # noqa: E731
-        triton_dq = lambda: sm.backward_dq(grad, q, k, v, lse, delta, offsets, n, True, scale)  # noqa: E731
-    fns = dict(
-        triton_bwd=triton_bwd,
-        native_dkdv=lambda: _C._attention_dkdv_native(grad, q, k, v, offsets, n, kind_id, scale, True, *extra),
-        triton_dq=triton_dq,
-        native_dq=lambda: _C._attention_dq_native(grad, q, k, v, offsets, n, kind_id, scale, True, *extra))
-    return fns
 
 
 def run(args, device, prefix, meta) -> dict:
@@ -84,7 +56,8 @@ def run(args, device, prefix, meta) -> dict:
         for kind in ("hstu", "softmax"):
             row = dict(shape=shape, kind=kind, gflop=flops / 1e9)
             try:
-                fns = _calls(kind, q, k, v, grad, offsets, shape[1])
+                fns = backward_parts(f"{'hstu' if kind == 'hstu' else 'jagged'}_attention_backward", q, k, v, grad,
+                                     offsets, shape[1])
                 dq, dk, dv = fns["triton_bwd"]()
                 row["norm_dq"], row["norm_dk"], row["norm_dv"] = (float(t.double().norm()) for t in (dq, dk, dv))
                 ndk, ndv = fns["native_dkdv"]()

@@ -99,32 +99,39 @@ def forward_kernels(op, q, k, v, offsets, n, hw, native_built):
     return fns
 
 
-def backward_kernels(op, q, k, v, offsets, n, hw, native_built):
-    """{config name: fn} for every kernel set that runs this backward: the Triton backward (its
-    default tiles) and the model's native rows (model.attention.NATIVE_BACKWARD) at their head dims."""
-    from mymetaops import _C, model
+def backward_parts(op, q, k, v, grad, offsets, n):
+    """{part: fn} of a causal backward: "triton_bwd" (the Triton backward, default tiles),
+    "native_dkdv", "triton_dq" and "native_dq" (the native kernels and Triton's dq alone)."""
+    from mymetaops import _C
     from mymetaops.ops import attention as ops
     from mymetaops.triton import hstu_attention as hstu
     from mymetaops.triton import jagged_attention as sm
-    grad = torch.randn_like(q)
     if op == "hstu_attention_backward":
-        kind, extra = ops.HSTU_KIND, ()
-        fns = {str(model.attention.KERNEL_DEFAULTS): lambda: hstu.backward(grad, q, k, v, offsets, n, ALPHA, True,
-                                                                           None, 0, 0)}
-        scale, triton_dq = ALPHA, lambda: hstu.backward_dq(grad, q, k, v, offsets, n, ALPHA, True)
+        kind, scale, extra = ops.HSTU_KIND, ALPHA, ()
+        triton_bwd = lambda: hstu.backward(grad, q, k, v, offsets, n, ALPHA, True, None, 0, 0)  # noqa: E731
+        triton_dq = lambda: hstu.backward_dq(grad, q, k, v, offsets, n, ALPHA, True)  # noqa: E731
     else:
         kind, scale = ops.SOFTMAX_KIND, q.shape[2] ** -0.5
         out, lse = sm.jagged_attention_fwd(q, k, v, offsets, n)
         delta = sm.backward_delta(grad, out)
         extra = (lse, delta)
-        fns = {str(model.attention.KERNEL_DEFAULTS): lambda: sm.backward(grad, q, k, v, out, lse, offsets, n, True,
-                                                                         scale)}
+        triton_bwd = lambda: sm.backward(grad, q, k, v, out, lse, offsets, n, True, scale)  # noqa: E731
         triton_dq = lambda: sm.backward_dq(grad, q, k, v, lse, delta, offsets, n, True, scale)  # noqa: E731
     args = (grad, q, k, v, offsets, n, kind, scale, True, *extra)
+    return dict(triton_bwd=triton_bwd, native_dkdv=lambda: _C._attention_dkdv_native(*args), triton_dq=triton_dq,
+                native_dq=lambda: _C._attention_dq_native(*args))
+
+
+def backward_kernels(op, q, k, v, offsets, n, hw, native_built):
+    """{config name: fn} for every kernel set that runs this backward: the Triton backward (its
+    default tiles) and the model's native rows (model.attention.NATIVE_BACKWARD) at their head dims."""
+    from mymetaops import model
+    parts = backward_parts(op, q, k, v, torch.randn_like(q), offsets, n)
+    fns = {str(model.attention.KERNEL_DEFAULTS): parts["triton_bwd"]}
     for index, row in enumerate(model.attention.NATIVE_BACKWARD.get(hw.vendor, ())):
         if native_built and q.shape[2] in row.dims:
-            dq = (lambda: _C._attention_dq_native(*args)) if index == model.attention.NATIVE_DQ else triton_dq
-            fns[row.name] = lambda dq=dq: (_C._attention_dkdv_native(*args), dq())
+            dq = parts["native_dq" if index == model.attention.NATIVE_DQ else "triton_dq"]
+            fns[row.name] = lambda dq=dq: (parts["native_dkdv"](), dq())
     return fns
 
 
