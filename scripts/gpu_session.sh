@@ -112,7 +112,7 @@ if has attention-bench; then
   for section in ${ATTENTION_BENCH:-attention_table:200 host_cost:60 varying_loop:90 regret:200}; do
     name=${section%%:*} limit=${section##*:}
     budget=()  # the scripts that take one stop starting cases 40 s before their limit
-    case $name in attention_table|regret) budget=(--budget-s $((limit - 40)));; esac
+    case $name in attention_table|regret|backward_probe) budget=(--budget-s $((limit - 40)));; esac
     step "attention bench $name" attention-bench.log "$limit" python3 "bench/attention/$name.py" \
         --out "$OUT/attention-results/$(date +%F)-attention-$name" "${budget[@]}"
   done
