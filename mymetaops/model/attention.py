@@ -240,6 +240,19 @@ def bucket_key(heads: int, dqk: int, dv: int, dtype_id: int, causal: bool, maske
             math.floor(4 * math.log2(max_len + 1)), math.floor(4 * math.log2(total + 1)))
 
 
+def _platform_refusal(subject: str, plural: bool, op: str, p: AttentionProblem, hw: HardwareSpec) -> str:
+    """What every native attention kernel, forward or backward, needs of the device and problem:
+    its arch, bf16 / fp16, and HSTU unmasked ("" when p has it)."""
+    be, take = ("are", "take") if plural else ("is", "takes")
+    if hw.arch not in NATIVE_ARCHS[hw.vendor]:
+        return f"{subject} {be} built for {', '.join(NATIVE_ARCHS[hw.vendor])}, not {hw.arch}"
+    if p.dtype not in NATIVE_DTYPES:
+        return f"{subject} {take} bf16 / fp16, not {p.dtype}"
+    if op in (HSTU, HSTU_BACKWARD) and p.masked:
+        return "HSTU's target / window / contextual masks run on Triton only"
+    return ""
+
+
 class AttentionFamily(Family):
     name = "attention"
     ops = OPS
@@ -258,12 +271,8 @@ class AttentionFamily(Family):
             return f"no native attention kernel is built for {hw.vendor}"
         if all(k.withheld_for(op) for k in kernels):
             return kernels[0].withheld_for(op)
-        if hw.arch not in NATIVE_ARCHS[hw.vendor]:
-            return f"the native attention kernels are built for {', '.join(NATIVE_ARCHS[hw.vendor])}, not {hw.arch}"
-        if p.dtype not in NATIVE_DTYPES:
-            return f"the native attention kernels take bf16 / fp16, not {p.dtype}"
-        if op == HSTU and p.masked:
-            return "HSTU's target / window / contextual masks run on Triton only"
+        if why := _platform_refusal("the native attention kernels", True, op, p, hw):
+            return why
         if p.dqk != p.dv or not any(op in k.ops and p.dqk in k.dims for k in kernels):
             dims = sorted({d for k in kernels if op in k.ops for d in k.dims})
             return f"the native kernels run Dqk = Dv in {dims}, not Dqk {p.dqk} / Dv {p.dv}"
@@ -282,12 +291,8 @@ class AttentionFamily(Family):
         rows = NATIVE_BACKWARD.get(hw.vendor)
         if not rows:
             return f"the backward runs on Triton only on {hw.vendor} (no native dK / dV kernel yet)"
-        if hw.arch not in NATIVE_ARCHS[hw.vendor]:
-            return f"the native dK / dV kernel is built for {', '.join(NATIVE_ARCHS[hw.vendor])}, not {hw.arch}"
-        if p.dtype not in NATIVE_DTYPES:
-            return f"the native dK / dV kernel takes bf16 / fp16, not {p.dtype}"
-        if op == HSTU_BACKWARD and p.masked:
-            return "HSTU's target / window / contextual masks run on Triton only"
+        if why := _platform_refusal("the native dK / dV kernel", False, op, p, hw):
+            return why
         if p.dqk != p.dv or p.dqk not in rows[0].dims:
             return f"the native dK / dV kernel runs Dqk = Dv in {list(rows[0].dims)}, not Dqk {p.dqk} / Dv {p.dv}"
         return ""
