@@ -81,7 +81,7 @@ def forward_kernels(op, q, k, v, offsets, n, hw, native_built):
     from mymetaops.triton import jagged_attention as sm
     problem = model.attention.problem_of(op, q, v, offsets, n, True, False)
     fns = {}
-    for config in (c.config for c in model.decide(op, problem, hw, "triton").candidates):
+    for config in (c.config for c in model.decide(op, problem, hw, "triton").candidates if c.backend == "triton"):
         tiles = None if config.kernel_defaults else (config.block_m, config.block_n, config.num_warps,
                                                      config.num_stages)
         if op == "hstu_attention":
