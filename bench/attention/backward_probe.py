@@ -1,7 +1,8 @@
 """The attention backward's kernels, each timed as a kernel (captured in a CUDA graph, replayed:
 regret.kernel_us), at the issue's shapes and a few more: the Triton backward (its dK / dV and dq
 kernels), the native dK / dV kernel (cuda/attention/dkdv.cu), Triton's dq and the native dQ kernel
-(cuda/attention/dq.cu); the two native candidates the model offers are their sums. Each native
+(cuda/attention/dq.cu); two native candidates the model offers are their sums, the third is the dK / dV
+kernel with dQ fused in (timed with its fp32 buffer's zeroing and conversion). Each native
 result is compared with Triton's (relative Frobenius error), so a wrong kernel shows beside its time.
 
 Count: the backward is 2.5x the forward's useful FLOPs (S, dP, dV, dK, dQ: five products over the
@@ -28,7 +29,7 @@ from regret import backward_parts, kernel_us  # noqa: E402
 SHAPES = ((64, 1024, 4, 128), (256, 512, 2, 128), (32, 4096, 4, 128), (512, 256, 4, 64), (32, 2048, 1, 128),
           (16, 4096, 2, 64))
 DRY_RUN_SHAPES = ((3, 16, 2, 64),)
-PARTS = ("triton_bwd", "native_dkdv", "triton_dq", "native_dq")
+PARTS = ("triton_bwd", "native_dkdv", "triton_dq", "native_dq", "native_fused")
 
 
 def add_arguments(parser):
@@ -64,12 +65,15 @@ def run(args, device, prefix, meta) -> dict:
                 row["err_dk"], row["err_dv"] = rel_err(ndk, dk), rel_err(ndv, dv)
                 row["err_dq"] = rel_err(fns["native_dq"](), dq)
                 row["err_triton_dq"] = rel_err(fns["triton_dq"](), dq)
+                fdq, fdk, fdv = fns["native_fused"]()
+                row["err_fused_dq"], row["err_fused_dk"], row["err_fused_dv"] = (
+                    rel_err(a, b) for a, b in ((fdq, dq), (fdk, dk), (fdv, dv)))
                 if gpu:
                     for part in PARTS:
                         row[f"{part}_us"] = kernel_us(fns[part], device)
                     row["native_tdq_us"] = row["native_dkdv_us"] + row["triton_dq_us"]
                     row["native_ndq_us"] = row["native_dkdv_us"] + row["native_dq_us"]
-                    for what in ("triton_bwd", "native_tdq", "native_ndq"):
+                    for what in ("triton_bwd", "native_tdq", "native_ndq", "native_fused"):
                         row[f"{what}_tflops"] = flops / row[f"{what}_us"] / 1e6
             except Exception as e:  # noqa: BLE001
                 row["error"] = short_error(e)
@@ -83,26 +87,30 @@ def markdown(meta, report) -> str:
     lines = [f"# Attention backward kernels ({meta['gpu']}, {meta['date']})", "",
              f"torch {meta['torch']}, triton {meta['triton']}, revision {meta['revision']}; bf16, causal, lengths "
              "uniform in [1, N]; each part timed as a kernel (CUDA graph replay, do_bench median); TF on 2.5x the "
-             "forward's useful FLOPs. dkdv+tdq: native dK / dV + Triton dq; dkdv+ndq: both native. err: native vs "
-             "Triton, relative Frobenius.", "",
+             "forward's useful FLOPs. dkdv+tdq: native dK / dV + Triton dq; dkdv+ndq: both native; fused: dK / dV "
+             "with dQ fused in (its fp32 buffer's zeroing and conversion included). err: native vs Triton, relative "
+             "Frobenius.", "",
              "| shape | op | triton bwd us | native dkdv us | triton dq us | native dq us | dkdv+tdq us (x) | "
-             "dkdv+ndq us (x) | TF triton / dkdv+ndq | err dq / dk / dv |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "dkdv+ndq us (x) | fused us (x) | TF triton / dkdv+ndq / fused | err dq / dk / dv | err fused dq / dk / dv |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         label = "B{} N{} H{} D{}".format(*r["shape"])
         if "skipped" in r or "error" in r:
-            lines.append(f"| {label} | {r.get('kind', '')} | {r.get('skipped') or r.get('error')} ||||||||")
+            lines.append(f"| {label} | {r.get('kind', '')} | {r.get('skipped') or r.get('error')} ||||||||||")
             continue
         if "triton_bwd_us" not in r:
-            lines.append(f"| {label} | {r['kind']} | (dry run) ||||||| {r['err_dq']:.1e} / {r['err_dk']:.1e} / "
-                         f"{r['err_dv']:.1e} |")
+            lines.append(f"| {label} | {r['kind']} | (dry run) |||||||| {r['err_dq']:.1e} / {r['err_dk']:.1e} / "
+                         f"{r['err_dv']:.1e} | {r['err_fused_dq']:.1e} / {r['err_fused_dk']:.1e} / "
+                         f"{r['err_fused_dv']:.1e} |")
             continue
         t = r["triton_bwd_us"]
         lines.append(
             f"| {label} | {r['kind']} | {t:.0f} | {r['native_dkdv_us']:.0f} | {r['triton_dq_us']:.0f} | "
             f"{r['native_dq_us']:.0f} | {r['native_tdq_us']:.0f} ({t / r['native_tdq_us']:.2f}) | "
-            f"{r['native_ndq_us']:.0f} ({t / r['native_ndq_us']:.2f}) | {r['triton_bwd_tflops']:.0f} / "
-            f"{r['native_ndq_tflops']:.0f} | {r['err_dq']:.1e} / {r['err_dk']:.1e} / {r['err_dv']:.1e} |")
+            f"{r['native_ndq_us']:.0f} ({t / r['native_ndq_us']:.2f}) | {r['native_fused_us']:.0f} "
+            f"({t / r['native_fused_us']:.2f}) | {r['triton_bwd_tflops']:.0f} / {r['native_ndq_tflops']:.0f} / "
+            f"{r['native_fused_tflops']:.0f} | {r['err_dq']:.1e} / {r['err_dk']:.1e} / {r['err_dv']:.1e} | "
+            f"{r['err_fused_dq']:.1e} / {r['err_fused_dk']:.1e} / {r['err_fused_dv']:.1e} |")
     return "\n".join(lines) + "\n"
 
 

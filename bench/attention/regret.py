@@ -101,7 +101,8 @@ def forward_kernels(op, q, k, v, offsets, n, hw, native_built):
 
 def backward_parts(op, q, k, v, grad, offsets, n):
     """{part: fn} of a causal backward: "triton_bwd" (the Triton backward, default tiles),
-    "native_dkdv", "triton_dq" and "native_dq" (the native kernels and Triton's dq alone)."""
+    "native_dkdv", "triton_dq" and "native_dq" (the native kernels and Triton's dq alone) and
+    "native_fused" (dK / dV with dQ fused in: dq, dk, dv)."""
     from mymetaops import _C
     from mymetaops.ops import attention as ops
     from mymetaops.triton import hstu_attention as hstu
@@ -119,7 +120,8 @@ def backward_parts(op, q, k, v, grad, offsets, n):
         triton_dq = lambda: sm.backward_dq(grad, q, k, v, lse, delta, offsets, n, True, scale)  # noqa: E731
     args = (grad, q, k, v, offsets, n, kind, scale, True, *extra)
     return dict(triton_bwd=triton_bwd, native_dkdv=lambda: _C._attention_dkdv_native(*args), triton_dq=triton_dq,
-                native_dq=lambda: _C._attention_dq_native(*args))
+                native_dq=lambda: _C._attention_dq_native(*args),
+                native_fused=lambda: _C._attention_backward_native(*args))
 
 
 def backward_kernels(op, q, k, v, offsets, n, hw, native_built):
@@ -130,6 +132,9 @@ def backward_kernels(op, q, k, v, offsets, n, hw, native_built):
     fns = {str(model.attention.KERNEL_DEFAULTS): parts["triton_bwd"]}
     for index, row in enumerate(model.attention.NATIVE_BACKWARD.get(hw.vendor, ())):
         if native_built and q.shape[2] in row.dims:
+            if index == model.attention.NATIVE_FUSED:
+                fns[row.name] = parts["native_fused"]
+                continue
             dq = parts["native_dq" if index == model.attention.NATIVE_DQ else "triton_dq"]
             fns[row.name] = lambda dq=dq: (parts["native_dkdv"](), dq())
     return fns

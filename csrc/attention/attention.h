@@ -30,6 +30,11 @@ struct NativeProvider {
   at::Tensor (*dq)(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
                    const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta);
+  // (dq, dk, dv) of launch_attention_dkdv with dQ fused (an fp32 buffer, converted after); arguments as dkdv's.
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> (*backward)(
+      const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+      const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
+      const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta);
 };
 
 void set_native_provider(const NativeProvider& provider);

@@ -1,5 +1,5 @@
 // The attention family's Python helpers in mymetaops._C: the native forward kernels of this build
-// and their launch, and the backward's dK / dV and dQ kernels (attention.h).
+// and their launch, and the backward's dK / dV and dQ kernels, apart or fused (attention.h).
 #include <torch/extension.h>
 
 #include "attention.h"
@@ -51,6 +51,19 @@ void bind(pybind11::module_& m) {
       pybind11::arg("seq_offsets"), pybind11::arg("max_seq_len"), pybind11::arg("kind"), pybind11::arg("alpha"),
       pybind11::arg("causal"), pybind11::arg("lse") = pybind11::none(), pybind11::arg("delta") = pybind11::none(),
       "dq of the native attention backward's dQ kernel; arguments as _attention_dkdv_native's.");
+  m.def(
+      "_attention_backward_native",
+      [](const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+         const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
+         const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta) {
+        TORCH_CHECK(native.backward != nullptr, "mymetaops: this build has no native attention kernels");
+        return native.backward(grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
+      },
+      pybind11::arg("grad_out"), pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"),
+      pybind11::arg("seq_offsets"), pybind11::arg("max_seq_len"), pybind11::arg("kind"), pybind11::arg("alpha"),
+      pybind11::arg("causal"), pybind11::arg("lse") = pybind11::none(), pybind11::arg("delta") = pybind11::none(),
+      "(dq, dk, dv) of the dK / dV kernel with dQ fused in (atomics into fp32: dq's last bits vary between "
+      "calls); arguments as _attention_dkdv_native's.");
 }
 
 }  // namespace mymetaops::attention

@@ -1,11 +1,12 @@
 // The attention family's native forward and backward kernels on the GPU (attention.h): the torch
-// glue of launch_attention_forward, launch_attention_dkdv and launch_attention_dq (mymetaops/attention.h, cuda/attention/
+// glue of launch_attention_forward, launch_attention_dkdv (dQ fused or not) and launch_attention_dq (mymetaops/attention.h, cuda/attention/
 // or hip/attention/). The Python op (mymetaops/ops/attention.py) has checked shapes, dtypes and
 // devices and chosen the kernel; the forward raises what an earlier kernel recorded, fills the
 // launcher's arguments and launches. No host sync: the forward's launch checks the offsets' values
 // into the device error record.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "../dispatch/device_errors.h"
@@ -155,7 +156,29 @@ at::Tensor dq(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor&
   return dq;
 }
 
-const bool kProvided = (set_native_provider({&kernel_names, &forward, &dkdv, &dq}), true);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad_out, const at::Tensor& q,
+                                                    const at::Tensor& k, const at::Tensor& v,
+                                                    const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind,
+                                                    double alpha, bool causal, const std::optional<at::Tensor>& lse,
+                                                    const std::optional<at::Tensor>& delta) {
+  constexpr const char* kFusedOp = "native attention backward";
+  AttentionBackwardArgs a =
+      backward_args(kFusedOp, grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
+  const c10::cuda::CUDAGuard guard(q.device());
+  // dQ's fp32 sums, head-major: a (head, block of rows) is one contiguous range for the atomics.
+  at::Tensor accum = at::zeros({q.size(1), q.size(0), q.size(2)}, q.options().dtype(at::kFloat));
+  at::Tensor dk = at::empty(k.sizes(), k.options());
+  at::Tensor dv = at::empty(v.sizes(), v.options());
+  a.dk = dk.mutable_data_ptr();
+  a.dv_out = dv.mutable_data_ptr();
+  a.dq_accum = accum.mutable_data_ptr<float>();
+  dispatch::check_launch(launch_attention_dkdv(a, dispatch::current_stream(q.device())), kFusedOp);
+  at::Tensor dq = at::empty(q.sizes(), q.options());
+  dq.copy_(accum.transpose(0, 1));  // one pass: [H, total, D] fp32 -> [total, H, D] dtype
+  return {dq, dk, dv};
+}
+
+const bool kProvided = (set_native_provider({&kernel_names, &forward, &dkdv, &dq, &backward}), true);
 
 }  // namespace
 }  // namespace mymetaops::attention

@@ -1,6 +1,6 @@
 // Launcher of the Hopper attention backward's dK / dV kernel (csrc/include/mymetaops/attention.h,
-// dkdv_kernel.cuh): one CTA per (key block of 128, sequence, head), key block outermost; CTAs
-// whose block starts past their sequence exit at once.
+// dkdv_kernel.cuh), with dQ fused in when dq_accum is given: one CTA per (key block of 128,
+// sequence, head), key block outermost; CTAs whose block starts past their sequence exit at once.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,7 +26,7 @@ int64_t key_blocks(const AttentionBackwardArgs& a) {
   return rows > 0 ? (rows + kDkdvBlockN - 1) / kDkdvBlockN : 0;
 }
 
-template <typename T, int D, typename IndexT>
+template <typename T, int D, typename IndexT, bool kDq>
 LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
   using Tr = DkdvTraits<T, D>;
   const int64_t ctas = key_blocks(a) * a.batch * a.heads;
@@ -42,6 +42,7 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
       a.delta,
       static_cast<T*>(a.dk),
       static_cast<T*>(a.dv_out),
+      a.dq_accum,
       a.total,
       a.max_seq_len,
       a.batch * a.heads,
@@ -52,7 +53,7 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
       a.inv_max_seq_len};
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
-  return launch_with_smem(attention_dkdv<T, D, IndexT>, ctas, smem, stream, p);
+  return launch_with_smem(attention_dkdv<T, D, IndexT, kDq>, ctas, smem, stream, p);
 }
 
 }  // namespace
@@ -98,8 +99,15 @@ LaunchError launch_attention_dkdv(const AttentionBackwardArgs& a, void* stream) 
   if (LaunchError e = attention_backward_supports(a)) return e;
   if (a.batch == 0 || a.total == 0 || a.max_seq_len <= 0) return nullptr;
   if (LaunchError e = cuda::bind_device_context()) return e;  // before the TMA descriptors
+  if (a.dq_accum != nullptr && reinterpret_cast<uintptr_t>(a.dq_accum) % 8 != 0) {
+    return "native attention backward: dq_accum must be 8-byte aligned (its column pairs' atomics)";
+  }
   return dispatch_types(a.dtype, a.dqk, a.offsets_dtype, [&](auto t, auto d, auto i) {
-    return launch_typed<decltype(t), decltype(d)::value, decltype(i)>(a, static_cast<cudaStream_t>(stream));
+    const auto s = static_cast<cudaStream_t>(stream);
+    using T = decltype(t);
+    using I = decltype(i);
+    return a.dq_accum != nullptr ? launch_typed<T, decltype(d)::value, I, true>(a, s)
+                                 : launch_typed<T, decltype(d)::value, I, false>(a, s);
   });
 }
 

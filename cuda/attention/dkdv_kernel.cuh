@@ -9,8 +9,14 @@
 //   dV += P^T dO, dK += dS^T Q          (wgmma, A from registers, B = the transposed view of the
 //                                        same shared Q / dO tiles)
 // Computing the transposes (keys as wgmma's M) is what lets P and dS feed the second pair of
-// products from registers (FlashAttention-3's swapped S/dP). dQ is not computed here: the Triton dq
-// kernel runs beside this one. Included by dkdv.cu only.
+// products from registers (FlashAttention-3's swapped S/dP). dQ, in one of two ways:
+//   - apart: a dQ kernel (dq.cu, or Triton's) recomputes S and dP per query block (7 products);
+//   - fused (kDq, DkdvParams::dq_accum set): the warpgroups write dS^T to shared memory, and
+//       dQ_partial = dS K     (wgmma, A = dS (query rows, keys) and B = K's transposed view, from
+//                              shared memory; each warpgroup a half of D over the CTA's 128 keys)
+//     is added into an fp32 [heads, total, D] buffer by atomics (5 products; the order of the key
+//     blocks' additions varies, so dQ's last bits do).
+// Included by dkdv.cu only.
 #pragma once
 #include "fwd_kernel.cuh"
 
@@ -24,6 +30,9 @@ constexpr int kDkdvBlockN = 128;
 constexpr int kDkdvBlockM = 64;
 // Q / dO stages in flight: 2 take 64 KB beside K and V (64 KB) at D = 128.
 constexpr int kDkdvStages = 2;
+// Fused dQ: the named barrier at which both consumer warpgroups have staged a step's dS (CUTLASS's
+// first id past those it reserves).
+constexpr int kDsStagedBarrier = 0;
 template <typename T, int D>
 struct DkdvTraits {
   using BM = Int<kDkdvBlockM>;
@@ -43,12 +52,26 @@ struct DkdvTraits {
   using MmaDkv = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<_64, HD, BM>, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<_2, _1, _1>>{}));
+  // Fused dQ: dS of a step as (query rows, keys, buffer), rows contiguous: the MN-major A operand
+  // of dQ = dS K. Two buffers: a warpgroup writes step i + 1's while the other may still read step
+  // i's. The consumers write it through the transposed view (keys, rows, buffer) of their dS^T.
+  using SmemDs = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<T>{}, Shape<BM, BN, _2>{}));
+  using SmemDst = decltype(composition(
+      SmemDs{}, make_layout(make_shape(BN{}, BM{}, _2{}), make_stride(BM{}, _1{}, Int<kDkdvBlockM * kDkdvBlockN>{}))));
+  // K's transposed view (D, keys): the MN-major B operand of dQ.
+  using SmemKt = decltype(composition(SmemKV{}, make_layout(make_shape(HD{}, BN{}), make_stride(BN{}, _1{}))));
+  // The warpgroups split dQ's D: each 64 rows x D / 2 over all 128 keys (16 fp32 registers a
+  // thread at D = 64, 32 at D = 128, live while S^T and dP^T are not).
+  using MmaDq = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<T, T, float, Shape<_64, Int<D / 2>, BN>, GMMA::Major::MN, GMMA::Major::MN>(),
+      Layout<Shape<_1, _2, _1>>{}));
 
   struct alignas(1024) Smem {
     alignas(1024) T k[cosize_v<SmemKV>];
     alignas(1024) T v[cosize_v<SmemKV>];
     alignas(1024) T q[cosize_v<SmemQ>];
     alignas(1024) T dout[cosize_v<SmemQ>];
+    alignas(1024) T ds[cosize_v<SmemDs>];  // fused dQ only (32 KB at most: one CTA an SM either way)
     // Softmax: lse (log2 units) and delta of a stage's rows, written by the producer warp's lanes;
     // read in the consumers' inner loop, where loads from global memory left their latency exposed.
     float lse[kStages][kDkdvBlockM], delta[kStages][kDkdvBlockM];
@@ -79,6 +102,7 @@ struct DkdvParams {
   const float* delta;  // softmax: [heads, total], rowsum(dO * O)
   T* dk;               // [total, heads, D] contiguous, like dv
   T* dv;
+  float* dq_accum;     // fused dQ: [heads, total, D] fp32, zeroed by the caller, dS K added in
   int64_t total, max_seq_len, pairs;  // pairs = batch x heads
   int32_t heads;
   bool softmax, causal;
@@ -203,7 +227,26 @@ __device__ __forceinline__ void grads_of_scores(TS& S, TS& dP, const TC& cS, int
   }
 }
 
-template <bool kSoftmax, typename T, int D, typename IndexT>
+// x, hidden from the optimizer: the fused variant builds its wgmma descriptors and coordinates
+// from opaque values each step, so they are recomputed (a few integer ops) rather than hoisted out
+// of the step loop and held in registers, which spilled it at D = 128 (488 bytes).
+template <typename V>
+__device__ __forceinline__ V opaque(V x) {
+  asm volatile("" : "+l"(x));
+  return x;
+}
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
+// dst[0], dst[1] += lo, hi: one reduction without a return value (atomicAdd's float2 form returns
+// the old values, whose registers spilled the fused kernel at D = 128).
+__device__ __forceinline__ void red_add_pair(float* dst, float lo, float hi) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(dst), "f"(lo), "f"(hi) : "memory");
+}
+
+template <bool kSoftmax, bool kDq, typename T, int D, typename IndexT>
 __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, typename DkdvTraits<T, D>::Smem& smem,
                                              const DkdvBlock& blk) {
   using Tr = DkdvTraits<T, D>;
@@ -245,8 +288,16 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
   auto issue_scores = [&](int i) {
     const int s = i % Tr::kStages;
     FullBarrier::wait(&smem.full[s], (i / Tr::kStages) & 1);
-    wgmma_issue<true>(mma_sdp, tSrK, tSrQ(_, _, _, s), tSrS);
-    wgmma_issue<true>(mma_sdp, tSrV, tSrDo(_, _, _, s), tSrDp);
+    if constexpr (kDq) {  // K's and V's descriptors: see opaque
+      auto a_of = [&](T* ptr) {
+        return thr_sdp.partition_fragment_A(make_tensor(make_smem_ptr(opaque(ptr)), typename Tr::SmemKV{}));
+      };
+      wgmma_issue<true>(mma_sdp, a_of(smem.k), tSrQ(_, _, _, s), tSrS);
+      wgmma_issue<true>(mma_sdp, a_of(smem.v), tSrDo(_, _, _, s), tSrDp);
+    } else {
+      wgmma_issue<true>(mma_sdp, tSrK, tSrQ(_, _, _, s), tSrS);
+      wgmma_issue<true>(mma_sdp, tSrV, tSrDo(_, _, _, s), tSrDp);
+    }
   };
   auto scores_to_grads = [&](int i) {
     warpgroup_fence_operand(tSrS);
@@ -277,6 +328,40 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     if (tid % 128 == 0) EmptyBarrier::arrive(&smem.empty[i % Tr::kStages]);
   };
 
+  // Fused dQ (kDq): dS^T to shared memory, then dQ_partial = dS K, added into p.dq_accum.
+  typename Tr::MmaDq mma_dq;
+  auto thr_dq = mma_dq.get_thread_slice(tid);
+  Tensor tSsDst = thr_sdp.partition_C(make_tensor(make_smem_ptr(smem.ds), typename Tr::SmemDst{}));
+  Tensor tQrDq = partition_fragment_C(mma_dq, Shape<BM, HD>{});
+  Tensor dQ = make_tensor(tQrDq.data(), rowcol(tQrDq.layout()));
+  auto stage_ds = [&](int i) {  // this warpgroup's dS^T (keys x rows) into buffer i % 2
+    copy(tDs, tSsDst(_, _, _, i % 2));
+    cutlass::arch::fence_view_async_shared();  // the generic-proxy stores, before wgmma reads them
+  };
+  auto issue_dq = [&](int i) {  // once both warpgroups staged step i's dS
+    cutlass::arch::NamedBarrier::arrive_and_wait(kConsumerThreads, kDsStagedBarrier);
+    Tensor tQrDs = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(opaque(smem.ds)), typename Tr::SmemDs{}));
+    Tensor tQrKt = thr_dq.partition_fragment_B(make_tensor(make_smem_ptr(opaque(smem.k)), typename Tr::SmemKt{}));
+    wgmma_issue<true>(mma_dq, tQrDs(_, _, _, i % 2), tQrKt, tQrDq);
+  };
+  auto add_dq = [&](int i) {  // after warpgroup_wait<0>: the rows inside the sequence, column pairs
+    warpgroup_fence_operand(tQrDq);
+    Tensor tQcQ = mma_dq.get_thread_slice(opaque(tid)).partition_C(make_identity_tensor(Shape<BM, HD>{}));
+    Tensor cQ = make_tensor(tQcQ.data(), rowcol(tQcQ.layout()));
+    const int m0 = (blk.m_first + i) * kDkdvBlockM;
+    float* head = p.dq_accum + (static_cast<int64_t>(blk.h) * p.total + blk.start) * D;
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(dQ); ++r) {
+      const int row = m0 + get<0>(cQ(r, 0));
+      if (row >= blk.len) continue;
+      float* dst = head + static_cast<int64_t>(row) * D;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(dQ); c += 2) {
+        red_add_pair(dst + get<1>(cQ(r, c)), dQ(r, c), dQ(r, c + 1));
+      }
+    }
+  };
+
   clear(tDrDk);
   clear(tDrDv);
   FullBarrier::wait(&smem.kv_full, 0);
@@ -289,9 +374,12 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     warpgroup_wait<0>();
     scores_to_grads(i);
     to_bf16();
+    if constexpr (kDq) stage_ds(i);
     issue_grads(i);
+    if constexpr (kDq) issue_dq(i);  // on the tensor cores behind dV and dK
     warpgroup_wait<0>();
     finish_grads(i);
+    if constexpr (kDq) add_dq(i);
   }
 
   // Epilogue: round once, store the keys inside the sequence (4-byte pairs of columns).
@@ -314,7 +402,7 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
   }
 }
 
-template <typename T, int D, typename IndexT>
+template <typename T, int D, typename IndexT, bool kDq>
 __global__ void __launch_bounds__(kThreads, 1) attention_dkdv(const __grid_constant__ DkdvParams<T, D, IndexT> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = DkdvTraits<T, D>;
@@ -341,9 +429,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dkdv(const __grid_const
   } else {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
     if (p.softmax) {
-      dkdv_consume<true>(p, smem, blk);
+      dkdv_consume<true, kDq>(p, smem, blk);
     } else {
-      dkdv_consume<false>(p, smem, blk);
+      dkdv_consume<false, kDq>(p, smem, blk);
     }
   }
 #else

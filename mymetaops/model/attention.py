@@ -15,8 +15,8 @@ q-blocks touch, the diagonal ones whole:
 Native forward kernels (cuda/attention/: TMA + wgmma; hip/attention/: MFMA) are costed the same way
 with their own tiles and efficiencies; they run unmasked causal / full attention in bf16 / fp16 at
 the head dims NATIVE_KERNELS lists, and `explain` says why they are not offered elsewhere. The
-backward's native candidates (NATIVE_BACKWARD, Hopper) are a dK / dV kernel beside Triton's dq or
-beside a native dQ kernel. torch
+backward's native candidates (NATIVE_BACKWARD, Hopper) are a dK / dV kernel beside Triton's dq,
+beside a native dQ kernel, or with dQ fused in (its fp32 buffer's passes costed as bytes). torch
 has no jagged HSTU attention; flex_attention compiles per mask and is a benchmark anchor, not a candidate. Tags: [M] measured on this project's H200 (bench/attention/
 NOTES.md, 2026-12-02); [A] assumed.
 """
@@ -79,6 +79,9 @@ class NativeKernel:
     # by too few tiles bound the time, which larger tiles lengthen. The dispatch decides on a
     # bucket's middle problem (B, N, T within ~9%), so the threshold keeps a margin on both sides.
     min_steps_per_chain: float = 0.0
+    # Bytes a (row, head, dim) moves in passes outside the kernel: the fused dQ's fp32 buffer is
+    # zeroed (4), read and converted to dtype (4 + 2).
+    pass_bytes: int = 0
 
     def withheld_for(self, op: str) -> str:
         """Why the model does not offer this kernel for op ("" when it does)."""
@@ -131,15 +134,23 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
 # (D = 64 and 128, N 256-4096): dK / dV + Triton dq HSTU 0.98-1.07x, softmax 1.49-1.80x at D = 128
 # and 1.07-1.17x at D = 64; dK / dV + native dQ HSTU 1.02-1.10x, softmax 1.52-1.88x at D = 128 and
 # 1.00-1.19x at D = 64. The factors are the medians (per op; D = 64 softmax gains less).
+# The fused row (dkdv_kernel.cuh with kDq: dQ = dS K from the dK / dV loop, atomics into fp32) does
+# 5 products where the others do 7: [P] predicted at the dK / dV kernel's rate, 1.5x (HSTU) and
+# 2.3x (softmax) the Triton backward, beside its buffer's passes (pass_bytes).
+FUSED_WITHHELD = ("the fused dK / dV / dQ kernel has not run on a GPU yet (no device machine could be had after it "
+                  "was written): tests call it directly; offered once it passes them and its speed is measured")
 NATIVE_BACKWARD: dict[str, tuple[NativeKernel, ...]] = {
     "nvidia": (
         NativeKernel("hopper_dkdv_128x64 + triton_dq", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
                      (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.04, BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.55)),
         NativeKernel("hopper_dkdv_128x64 + hopper_dq_128x64", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
                      (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.08, BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 1.60)),
+        NativeKernel("hopper_dkdv_dq_128x64", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
+                     (BACKWARD_EFFICIENCY[HSTU_BACKWARD] * 1.5, BACKWARD_EFFICIENCY[SOFTMAX_BACKWARD] * 2.3),
+                     FUSED_WITHHELD, pass_bytes=10),
     ),
 }
-NATIVE_DQ = 1  # the NATIVE_BACKWARD index whose dQ is native
+NATIVE_DQ, NATIVE_FUSED = 1, 2  # the NATIVE_BACKWARD indexes whose dQ is native: a kernel apart, fused
 NATIVE_ARCHS = {"nvidia": ("sm_90a",), "amd": ("gfx942", "gfx950")}
 NATIVE_DTYPES = ("bf16", "fp16")
 
@@ -203,7 +214,8 @@ def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, e
     moved = p.total * p.heads * (2 * p.dqk + 2 * p.dv) * (2 if backward else 1) * 2  # q, k, v, out (+ grads)
     bytes_us = moved / (hw.achievable_hbm_tbps * 1e6)
     body = max(compute, chain, bytes_us)
-    time = launch + body
+    passes = p.total * p.heads * p.dqk * row.pass_bytes / (hw.achievable_hbm_tbps * 1e6) if native else 0.0
+    time = launch + body + passes
     bound = "compute" if body == compute else "memory" if body == bytes_us else "latency"
     if host > time:
         bound = "launch"
@@ -302,8 +314,9 @@ class AttentionFamily(Family):
             return
         if op in BACKWARD.values():
             for index, row in enumerate(NATIVE_BACKWARD[hw.vendor]):
-                c = NativeAttentionConfig(index, row.name)
-                yield "native", c, _estimate(p, hw, c, row.efficiency[row.ops.index(op)])
+                if not row.withheld_for(op):
+                    c = NativeAttentionConfig(index, row.name)
+                    yield "native", c, _estimate(p, hw, c, row.efficiency[row.ops.index(op)])
             return
         for index, k in enumerate(NATIVE_KERNELS[hw.vendor]):
             if op in k.ops and p.dqk in k.dims and not k.withheld_for(op):

@@ -308,6 +308,15 @@ def _native_backward(op, q, v, grad_output, seq_offsets, max_seq_len, causal, ma
     return kernel if backend == "native" and _tma_ready(q, v, grad_output, *tensors) else None
 
 
+def _native_backward_call(kernel: int, args: tuple, triton_dq) -> tuple:
+    """(dq, dk, dv) of NATIVE_BACKWARD[kernel]: dQ fused into the dK / dV kernel, or that kernel
+    beside the native dQ kernel or beside Triton's dq (triton_dq())."""
+    if kernel == model.attention.NATIVE_FUSED:
+        return _C._attention_backward_native(*args)
+    dk, dv = _C._attention_dkdv_native(*args)
+    return (_C._attention_dq_native(*args) if kernel == model.attention.NATIVE_DQ else triton_dq()), dk, dv
+
+
 def _hstu_backward_gpu(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
                        contextual_seq_len):
     hstu = _triton()[1]
@@ -317,10 +326,8 @@ def _hstu_backward_gpu(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, ca
         return hstu.backward(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_attn_len,
                              contextual_seq_len)
     args = (grad_output, q, k, v, seq_offsets, max_seq_len, HSTU_KIND, alpha, causal)
-    dk, dv = _C._attention_dkdv_native(*args)
-    if kernel == model.attention.NATIVE_DQ:
-        return _C._attention_dq_native(*args), dk, dv
-    return hstu.backward_dq(grad_output, q, k, v, seq_offsets, max_seq_len, alpha, causal), dk, dv
+    return _native_backward_call(kernel, args, lambda: hstu.backward_dq(grad_output, q, k, v, seq_offsets,
+                                                                        max_seq_len, alpha, causal))
 
 
 def _softmax_forward_gpu(q, k, v, seq_offsets, max_seq_len, causal, scale):
@@ -342,10 +349,8 @@ def _softmax_backward_gpu(grad_output, q, k, v, out, lse, seq_offsets, max_seq_l
     lse = lse.contiguous()
     delta = softmax.backward_delta(grad_output, out)
     args = (grad_output, q, k, v, seq_offsets, max_seq_len, SOFTMAX_KIND, scale, causal, lse, delta)
-    dk, dv = _C._attention_dkdv_native(*args)
-    if kernel == model.attention.NATIVE_DQ:
-        return _C._attention_dq_native(*args), dk, dv
-    return softmax.backward_dq(grad_output, q, k, v, lse, delta, seq_offsets, max_seq_len, causal, scale), dk, dv
+    return _native_backward_call(kernel, args, lambda: softmax.backward_dq(grad_output, q, k, v, lse, delta, seq_offsets,
+                                                                           max_seq_len, causal, scale))
 
 
 @torch.library.impl("mymetaops::hstu_attention", "CUDA")

@@ -106,8 +106,9 @@ def test_native_bad_offsets_are_recorded_without_a_sync(offsets, max_len, match)
 @pytest.mark.skipif(not KERNELS or torch.cuda.get_device_capability() != (9, 0), reason="needs Hopper kernels")
 @pytest.mark.parametrize("kind", [HSTU, SOFTMAX], ids=["hstu", "softmax"])
 def test_native_backward_kernels(kind):
-    """_C._attention_dkdv_native and _attention_dq_native (cuda/attention/dkdv.cu, dq.cu) against
-    the float64 reference's gradients:
+    """_C._attention_dkdv_native and _attention_dq_native (cuda/attention/dkdv.cu, dq.cu), and the
+    dK / dV kernel with dQ fused in (_attention_backward_native), against the float64 reference's
+    gradients:
     every head dim and dtype, the ragged lengths, strided q, both offset dtypes, causal and full,
     poisoned allocator (every row inside a sequence must be written)."""
     from mymetaops.triton import jagged_attention as triton_softmax
@@ -140,6 +141,11 @@ def test_native_backward_kernels(kind):
                 _close(dq, ref_dq, dtype, what + " dq", floor)
                 _close(dk, ref_dk, dtype, what + " dk", floor)
                 _close(dv, ref_dv, dtype, what + " dv")
+                for _ in range(3):
+                    _poison_allocator(q.shape[0], 2, d, dtype)
+                fused = _C._attention_backward_native(grad, q, k, v, offsets, max_len, kind, alpha, causal, *extra)
+                for name, ours, ref, fl in zip(("dq", "dk", "dv"), fused, (ref_dq, ref_dk, ref_dv), (floor, floor, 1e-30)):
+                    _close(ours, ref, dtype, f"{what} fused {name}", fl)
 
 
 @pytest.mark.skipif(not KERNELS or torch.cuda.get_device_capability() != (9, 0), reason="needs Hopper kernels")

@@ -52,14 +52,15 @@ def test_explain_says_why_no_native_kernel_runs_it(op, problem, why):
 @pytest.mark.parametrize("op,dim", [(a.HSTU_BACKWARD, 64), (a.HSTU_BACKWARD, 128), (a.SOFTMAX_BACKWARD, 64),
                                     (a.SOFTMAX_BACKWARD, 128)])
 def test_the_native_dkdv_kernel_is_chosen_for_unmasked_backwards_on_hopper(op, dim):
-    """Native dK / dV beside Triton's dq or the native dQ (both candidates), costed at their speed-up
-    over the Triton backward: chosen on the H200; on AMD the backward stays Triton's and explain
-    says why."""
+    """Native dK / dV beside Triton's dq, beside the native dQ, or with dQ fused in (all three
+    candidates), costed at their speed-up over the Triton backward: chosen on the H200; on AMD the
+    backward stays Triton's and explain says why."""
     p = _problem(op, dim=dim)
     d = decide(op, p, HARDWARE["H200"])
     assert d.choice.backend == "native" and "hopper_dkdv" in d.choice.config.name
     native = [c.config for c in d.candidates if c.backend == "native"]
-    assert sorted((c.kernel, c.name) for c in native) == list(enumerate(k.name for k in a.NATIVE_BACKWARD["nvidia"]))
+    assert sorted((c.kernel, c.name) for c in native) == [(i, k.name) for i, k in enumerate(a.NATIVE_BACKWARD["nvidia"])
+                                                        if not k.withheld_for(op)]
     assert [c.backend for c in d.candidates].count("triton") == 1
     amd = decide(op, p, HARDWARE["MI300X"])
     assert amd.choice.backend == "triton" and "no native dK / dV kernel" in dict(amd.absent)["native"]
@@ -153,3 +154,30 @@ def test_candidates_tied_at_the_host_floor_go_to_the_fastest_kernel(op):
 def test_above_the_host_floor_kernel_time_is_the_estimate():
     d = decide(a.HSTU, _problem(), HARDWARE["H200"])
     assert all(c.kernel_us == c.time_us for c in d.candidates if c.time_us > a.HOST_US["forward"])
+
+
+def test_the_fused_backward_pays_for_its_fp32_dq_buffer(monkeypatch):
+    """The fused row's time holds its dQ buffer's passes (zero, read, convert: pass_bytes per
+    (row, head, dim)) at the HBM rate: the same problem's estimate grows by exactly that."""
+    p = _problem(a.HSTU_BACKWARD, dim=128)
+    hw = HARDWARE["H200"]
+    rows = a.NATIVE_BACKWARD["nvidia"]
+    fused = rows[a.NATIVE_FUSED]
+    assert fused.pass_bytes > 0
+    c = a.NativeAttentionConfig(a.NATIVE_FUSED, fused.name)
+    with_passes = a._estimate(p, hw, c, fused.efficiency[0]).kernel_us
+    monkeypatch.setitem(a.NATIVE_BACKWARD, "nvidia",
+                        tuple(a.replace(r, pass_bytes=0) if r is fused else r for r in rows))
+    without = a._estimate(p, hw, c, fused.efficiency[0]).kernel_us
+    expected = p.total * p.heads * p.dqk * fused.pass_bytes / (hw.achievable_hbm_tbps * 1e6)
+    assert with_passes - without == pytest.approx(expected)
+
+
+def test_a_withheld_backward_row_is_no_candidate(monkeypatch):
+    rows = a.NATIVE_BACKWARD["nvidia"]
+    monkeypatch.setitem(a.NATIVE_BACKWARD, "nvidia", tuple(
+        a.replace(r, withheld="not measured") if i == a.NATIVE_FUSED else r for i, r in enumerate(rows)))
+    problem = a.replace(_problem(a.HSTU_BACKWARD, dim=128), batch=77)  # not in decide's memo
+    d = decide(a.HSTU_BACKWARD, problem, HARDWARE["H200"])
+    names = [c.config.name for c in d.candidates if c.backend == "native"]
+    assert rows[a.NATIVE_FUSED].name not in names and len(names) == len(rows) - 1

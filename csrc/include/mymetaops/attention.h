@@ -106,10 +106,14 @@ struct AttentionBackwardArgs {
   void* dk;                     // [total, heads, dqk] contiguous (launch_attention_dkdv)
   void* dv_out;                 // [total, heads, dv] contiguous (launch_attention_dkdv)
   void* dq;                     // [total, heads, dqk] contiguous (launch_attention_dq)
+  float* dq_accum;              // launch_attention_dkdv: nullptr, or [heads, total, dqk] fp32 contiguous
+                                // and zeroed, into which it adds dQ (rows inside a sequence)
 };
 
 // nullptr when this build has the backward kernels (dK / dV, dQ) for these arguments, else why not.
 LaunchError attention_backward_supports(const AttentionBackwardArgs& args);
+// dK, dV (and dQ fused when dq_accum is set: its bits vary from call to call with the order of
+// the atomic additions).
 LaunchError launch_attention_dkdv(const AttentionBackwardArgs& args, void* stream);
 // dQ = dS K over the same mask (dS as above), rows inside a sequence written.
 LaunchError launch_attention_dq(const AttentionBackwardArgs& args, void* stream);
