@@ -7,6 +7,25 @@
 namespace mymetaops::attention {
 namespace {
 NativeProvider native{};
+
+// The backward kernels' bindings: one signature (the provider's), softmax's lse / delta optional.
+template <auto Member>
+void def_backward(pybind11::module_& m, const char* name, const char* doc) {
+  m.def(
+      name,
+      [](const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+         const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
+         const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta) {
+        const auto fn = native.*Member;
+        TORCH_CHECK(fn != nullptr, "mymetaops: this build has no native attention kernels");
+        return fn(grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
+      },
+      pybind11::arg("grad_out"), pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"),
+      pybind11::arg("seq_offsets"), pybind11::arg("max_seq_len"), pybind11::arg("kind"), pybind11::arg("alpha"),
+      pybind11::arg("causal"), pybind11::arg("lse") = pybind11::none(), pybind11::arg("delta") = pybind11::none(),
+      doc);
+}
+
 }  // namespace
 
 void set_native_provider(const NativeProvider& provider) { native = provider; }
@@ -26,42 +45,14 @@ void bind(pybind11::module_& m) {
       "(out, lse) of a native attention forward kernel; arguments checked by the caller's op "
       "(mymetaops/ops/attention.py _check), kind 0 HSTU / 1 softmax, kernel an index into "
       "_native_attention_kernels().");
-  m.def(
-      "_attention_dkdv_native",
-      [](const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-         const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
-         const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta) {
-        TORCH_CHECK(native.dkdv != nullptr, "mymetaops: this build has no native attention kernels");
-        return native.dkdv(grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
-      },
-      pybind11::arg("grad_out"), pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"),
-      pybind11::arg("seq_offsets"), pybind11::arg("max_seq_len"), pybind11::arg("kind"), pybind11::arg("alpha"),
-      pybind11::arg("causal"), pybind11::arg("lse") = pybind11::none(), pybind11::arg("delta") = pybind11::none(),
+  def_backward<&NativeProvider::dkdv>(
+      m, "_attention_dkdv_native",
       "(dk, dv) of the native attention backward's dK / dV kernel (softmax: lse and delta = rowsum(dO * O), "
       "[H, total_L] fp32); arguments checked by the caller (mymetaops/ops/attention.py).");
-  m.def(
-      "_attention_dq_native",
-      [](const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-         const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
-         const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta) {
-        TORCH_CHECK(native.dq != nullptr, "mymetaops: this build has no native attention kernels");
-        return native.dq(grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
-      },
-      pybind11::arg("grad_out"), pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"),
-      pybind11::arg("seq_offsets"), pybind11::arg("max_seq_len"), pybind11::arg("kind"), pybind11::arg("alpha"),
-      pybind11::arg("causal"), pybind11::arg("lse") = pybind11::none(), pybind11::arg("delta") = pybind11::none(),
-      "dq of the native attention backward's dQ kernel; arguments as _attention_dkdv_native's.");
-  m.def(
-      "_attention_backward_native",
-      [](const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-         const at::Tensor& seq_offsets, int64_t max_seq_len, int64_t kind, double alpha, bool causal,
-         const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& delta) {
-        TORCH_CHECK(native.backward != nullptr, "mymetaops: this build has no native attention kernels");
-        return native.backward(grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
-      },
-      pybind11::arg("grad_out"), pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"),
-      pybind11::arg("seq_offsets"), pybind11::arg("max_seq_len"), pybind11::arg("kind"), pybind11::arg("alpha"),
-      pybind11::arg("causal"), pybind11::arg("lse") = pybind11::none(), pybind11::arg("delta") = pybind11::none(),
+  def_backward<&NativeProvider::dq>(
+      m, "_attention_dq_native", "dq of the native attention backward's dQ kernel; arguments as _attention_dkdv_native's.");
+  def_backward<&NativeProvider::backward>(
+      m, "_attention_backward_native",
       "(dq, dk, dv) of the dK / dV kernel with dQ fused in (atomics into fp32: dq's last bits vary between "
       "calls); arguments as _attention_dkdv_native's.");
 }
