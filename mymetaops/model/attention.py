@@ -136,9 +136,11 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
 # 1.00-1.19x at D = 64. The factors are the medians (per op; D = 64 softmax gains less).
 # The fused row (dkdv_kernel.cuh with kDq: dQ = dS K from the dK / dV loop, atomics into fp32) does
 # 5 products where the others do 7: [P] predicted at the dK / dV kernel's rate, 1.5x (HSTU) and
-# 2.3x (softmax) the Triton backward, beside its buffer's passes (pass_bytes).
-FUSED_WITHHELD = ("the fused dK / dV / dQ kernel has not run on a GPU yet (no device machine could be had after it "
-                  "was written): tests call it directly; offered once it passes them and its speed is measured")
+# 2.3x (softmax) the Triton backward, beside its buffer's passes (pass_bytes); [M] run 25 measured
+# less at D = 128 (FUSED_WITHHELD), so it stays withheld.
+FUSED_WITHHELD = ("the fused dK / dV / dQ kernel ran 0.75-1.01x the Triton backward's time for HSTU and 1.29-1.38x "
+                  "for softmax at D = 128, below dK / dV + native dQ, on an H100 (bench/attention run 25); faster at "
+                  "D = 64 (1.21-1.28x) but its float64 test has not finished on a GPU yet")
 NATIVE_BACKWARD: dict[str, tuple[NativeKernel, ...]] = {
     "nvidia": (
         NativeKernel("hopper_dkdv_128x64 + triton_dq", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
