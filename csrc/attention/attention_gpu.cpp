@@ -165,16 +165,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& grad_o
   AttentionBackwardArgs a =
       backward_args(kFusedOp, grad_out, q, k, v, seq_offsets, max_seq_len, kind, alpha, causal, lse, delta);
   const c10::cuda::CUDAGuard guard(q.device());
-  // dQ's fp32 sums, head-major: a (head, block of rows) is one contiguous range for the atomics.
-  at::Tensor accum = at::zeros({q.size(1), q.size(0), q.size(2)}, q.options().dtype(at::kFloat));
+  const at::Tensor accum = at::zeros({attention_dq_accum_elems(a)}, q.options().dtype(at::kFloat));
+  at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(k.sizes(), k.options());
   at::Tensor dv = at::empty(v.sizes(), v.options());
+  a.dq = dq.mutable_data_ptr();
   a.dk = dk.mutable_data_ptr();
   a.dv_out = dv.mutable_data_ptr();
   a.dq_accum = accum.mutable_data_ptr<float>();
   dispatch::check_launch(launch_attention_dkdv(a, dispatch::current_stream(q.device())), kFusedOp);
-  at::Tensor dq = at::empty(q.sizes(), q.options());
-  dq.copy_(accum.transpose(0, 1));  // one pass: [H, total, D] fp32 -> [total, H, D] dtype
   return {dq, dk, dv};
 }
 

@@ -1,6 +1,7 @@
 // Launcher of the Hopper attention backward's dK / dV kernel (csrc/include/mymetaops/attention.h,
 // dkdv_kernel.cuh), with dQ fused in when dq_accum is given: one CTA per (key block of 128,
 // sequence, head), key block outermost; CTAs whose block starts past their sequence exit at once.
+// The fused variant is followed by dq_from_accum on the same grid (64-row query blocks).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -46,6 +47,7 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
       a.total,
       a.max_seq_len,
       a.batch * a.heads,
+      a.total + a.batch * kDqPadRows,
       a.heads,
       a.kind == AttentionKind::kSoftmax,
       a.causal,
@@ -53,7 +55,13 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
       a.inv_max_seq_len};
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
-  return launch_with_smem(attention_dkdv<T, D, IndexT, kDq>, ctas, smem, stream, p);
+  if (LaunchError e = launch_with_smem(attention_dkdv<T, D, IndexT, kDq>, ctas, smem, stream, p)) return e;
+  if constexpr (kDq) {  // the query blocks have the key blocks' grid
+    dq_from_accum<T, D, IndexT><<<static_cast<unsigned>(ctas), kConsumerThreads, 0, stream>>>(
+        p.offsets, a.dq_accum, static_cast<T*>(a.dq), a.total, a.max_seq_len, p.pairs, a.heads, p.accum_rows);
+    return launch_status();
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -94,13 +102,17 @@ LaunchError attention_backward_supports(const AttentionBackwardArgs& a) {
   return nullptr;
 }
 
+int64_t attention_dq_accum_elems(const AttentionBackwardArgs& a) {
+  return static_cast<int64_t>(a.heads) * (a.total + a.batch * cuda::attention::kDqPadRows) * a.dqk;
+}
+
 LaunchError launch_attention_dkdv(const AttentionBackwardArgs& a, void* stream) {
   using namespace cuda::attention;
   if (LaunchError e = attention_backward_supports(a)) return e;
   if (a.batch == 0 || a.total == 0 || a.max_seq_len <= 0) return nullptr;
   if (LaunchError e = cuda::bind_device_context()) return e;  // before the TMA descriptors
-  if (a.dq_accum != nullptr && reinterpret_cast<uintptr_t>(a.dq_accum) % 8 != 0) {
-    return "native attention backward: dq_accum must be 8-byte aligned (its column pairs' atomics)";
+  if (a.dq_accum != nullptr && (reinterpret_cast<uintptr_t>(a.dq_accum) % 16 != 0 || a.dq == nullptr)) {
+    return "native attention backward: fused dQ needs dq and a 16-byte aligned dq_accum (bulk copies)";
   }
   return dispatch_types(a.dtype, a.dqk, a.offsets_dtype, [&](auto t, auto d, auto i) {
     const auto s = static_cast<cudaStream_t>(stream);

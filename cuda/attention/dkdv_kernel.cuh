@@ -14,8 +14,9 @@
 //   - fused (kDq, DkdvParams::dq_accum set): the warpgroups write dS^T to shared memory, and
 //       dQ_partial = dS K     (wgmma, A = dS (query rows, keys) and B = K's transposed view, from
 //                              shared memory; each warpgroup a half of D over the CTA's 128 keys)
-//     is added into an fp32 [heads, total, D] buffer by atomics (5 products; the order of the key
-//     blocks' additions varies, so dQ's last bits do).
+//     goes from registers to shared memory and is added into an fp32 buffer by one bulk TMA
+//     reduce-add per warpgroup and step (5 products; the order of the key blocks' additions
+//     varies, so dQ's last bits do); dq_from_accum then writes dQ from the buffer.
 // Included by dkdv.cu only.
 #pragma once
 #include "fwd_kernel.cuh"
@@ -33,6 +34,13 @@ constexpr int kDkdvStages = 2;
 // Fused dQ: the named barrier at which both consumer warpgroups have staged a step's dS (CUTLASS's
 // first id past those it reserves).
 constexpr int kDsStagedBarrier = 0;
+// ... and the one per warpgroup at which its threads have stored a step's dQ_partial (ids 1, 2).
+constexpr int kDqStoredBarrier = 1;
+// Fused dQ's buffer: per (head, sequence b) the rows of its 64-row query steps, starting at row
+// start_b + 64 b, so a step's block never overlaps the next sequence's (attention_dq_accum_elems).
+// A block holds its 64 x D sums in the consumers' register order (dq_slot), so that the threads'
+// stores to shared memory are contiguous 16-byte vectors and a warpgroup's half is one bulk copy.
+constexpr int kDqPadRows = kDkdvBlockM;
 template <typename T, int D>
 struct DkdvTraits {
   using BM = Int<kDkdvBlockM>;
@@ -72,6 +80,7 @@ struct DkdvTraits {
     alignas(1024) T q[cosize_v<SmemQ>];
     alignas(1024) T dout[cosize_v<SmemQ>];
     alignas(1024) T ds[cosize_v<SmemDs>];  // fused dQ only (32 KB at most: one CTA an SM either way)
+    alignas(128) float dq[kDkdvBlockM * D];  // fused dQ: a step's sums, half of D per warpgroup (dq_slot)
     // Softmax: lse (log2 units) and delta of a stage's rows, written by the producer warp's lanes;
     // read in the consumers' inner loop, where loads from global memory left their latency exposed.
     float lse[kStages][kDkdvBlockM], delta[kStages][kDkdvBlockM];
@@ -102,8 +111,9 @@ struct DkdvParams {
   const float* delta;  // softmax: [heads, total], rowsum(dO * O)
   T* dk;               // [total, heads, D] contiguous, like dv
   T* dv;
-  float* dq_accum;     // fused dQ: [heads, total, D] fp32, zeroed by the caller, dS K added in
+  float* dq_accum;     // fused dQ: [heads, total + 64 batch, D] fp32 zeroed by the caller, dS K added in
   int64_t total, max_seq_len, pairs;  // pairs = batch x heads
+  int64_t accum_rows;                 // fused dQ: total + 64 batch
   int32_t heads;
   bool softmax, causal;
   float alpha, inv_max_seq_len;
@@ -116,6 +126,23 @@ struct DkdvBlock {
   int32_t len, n0, h, m_first, m_end;
 };
 
+// Rows [start, start + len) of sequence b: offsets clamped into [0, total], len to max_seq_len.
+template <typename IndexT>
+__device__ __forceinline__ void sequence_rows(const IndexT* offsets, int64_t b, int64_t total, int64_t max_seq_len,
+                                              int64_t& start, int32_t& len) {
+  start = min(max(static_cast<int64_t>(offsets[b]), int64_t{0}), total);
+  const int64_t end = min(max(static_cast<int64_t>(offsets[b + 1]), int64_t{0}), total);
+  len = static_cast<int32_t>(min(max(end - start, int64_t{0}), max_seq_len));
+}
+
+// Where thread tid (of the 256 consumers) keeps register e of its dQ_partial inside a step's
+// 64 x D block: its warpgroup's half, then 16-byte vectors of 4 registers, the 128 threads' vectors
+// side by side. The kernel's stores and dq_from_accum's loads both go through it.
+template <int D>
+__device__ __forceinline__ int dq_slot(int tid, int e) {
+  return (tid / 128) * (kDkdvBlockM * D / 2) + ((e / 4) * 128 + tid % 128) * 4 + e % 4;
+}
+
 template <typename T, int D, typename IndexT>
 __device__ __forceinline__ DkdvBlock dkdv_block(const DkdvParams<T, D, IndexT>& p) {
   // Key block outermost: under the causal mask block 0 of each pair sees every query row, so the
@@ -123,11 +150,8 @@ __device__ __forceinline__ DkdvBlock dkdv_block(const DkdvParams<T, D, IndexT>& 
   const int64_t n_block = blockIdx.x / p.pairs;
   const int64_t pair = blockIdx.x - n_block * p.pairs;
   const int64_t b = pair / p.heads;
-  const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
-  const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
   DkdvBlock blk;
-  blk.start = start;
-  blk.len = static_cast<int32_t>(min(max(end - start, int64_t{0}), p.max_seq_len));
+  sequence_rows(p.offsets, b, p.total, p.max_seq_len, blk.start, blk.len);
   blk.n0 = static_cast<int32_t>(n_block) * kDkdvBlockN;
   blk.h = static_cast<int32_t>(pair - b * p.heads);
   blk.m_first = p.causal ? blk.n0 / kDkdvBlockM : 0;
@@ -240,10 +264,12 @@ __device__ __forceinline__ int opaque(int x) {
   return x;
 }
 
-// dst[0], dst[1] += lo, hi: one reduction without a return value (atomicAdd's float2 form returns
-// the old values, whose registers spilled the fused kernel at D = 128).
-__device__ __forceinline__ void red_add_pair(float* dst, float lo, float hi) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(dst), "f"(lo), "f"(hi) : "memory");
+// dst[0, bytes / 4) += src[...] (shared memory), by the TMA unit: one instruction for a warpgroup's
+// step instead of 4096 per-thread reductions (which ran the fused kernel slower than two kernels).
+__device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
+               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(bytes)
+               : "memory");
 }
 
 template <bool kSoftmax, bool kDq, typename T, int D, typename IndexT>
@@ -339,26 +365,33 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     cutlass::arch::fence_view_async_shared();  // the generic-proxy stores, before wgmma reads them
   };
   auto issue_dq = [&](int i) {  // once both warpgroups staged step i's dS
+    // The bulk copy of step i - 1's sums has left shared memory before this warpgroup stores step i's.
+    if (tid % 128 == 0) tma_store_wait<0>();
     cutlass::arch::NamedBarrier::arrive_and_wait(kConsumerThreads, kDsStagedBarrier);
     Tensor tQrDs = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(opaque(smem.ds)), typename Tr::SmemDs{}));
     Tensor tQrKt = thr_dq.partition_fragment_B(make_tensor(make_smem_ptr(opaque(smem.k)), typename Tr::SmemKt{}));
     wgmma_issue<true>(mma_dq, tQrDs(_, _, _, i % 2), tQrKt, tQrDq);
   };
-  auto add_dq = [&](int i) {  // after warpgroup_wait<0>: the rows inside the sequence, column pairs
+  auto add_dq = [&](int i) {  // after warpgroup_wait<0>: the block (all 64 rows) into the buffer
     warpgroup_fence_operand(tQrDq);
-    Tensor tQcQ = mma_dq.get_thread_slice(opaque(tid)).partition_C(make_identity_tensor(Shape<BM, HD>{}));
-    Tensor cQ = make_tensor(tQcQ.data(), rowcol(tQcQ.layout()));
-    const int m0 = (blk.m_first + i) * kDkdvBlockM;
-    float* head = p.dq_accum + (static_cast<int64_t>(blk.h) * p.total + blk.start) * D;
+    static_assert(decltype(size(tQrDq))::value % 4 == 0, "dq_slot packs 4 registers a vector");
+    const int me = opaque(tid);  // the addresses: see opaque
+    float* sdq = opaque(smem.dq);
     CUTE_UNROLL
-    for (int r = 0; r < size<0>(dQ); ++r) {
-      const int row = m0 + get<0>(cQ(r, 0));
-      if (row >= blk.len) continue;
-      float* dst = head + static_cast<int64_t>(row) * D;
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(dQ); c += 2) {
-        red_add_pair(dst + get<1>(cQ(r, c)), dQ(r, c), dQ(r, c + 1));
-      }
+    for (int e = 0; e < size(tQrDq); e += 4) {
+      *reinterpret_cast<float4*>(&sdq[dq_slot<D>(me, e)]) = make_float4(tQrDq(e), tQrDq(e + 1), tQrDq(e + 2), tQrDq(e + 3));
+    }
+    cutlass::arch::fence_view_async_shared();  // the generic-proxy stores, before the bulk copy reads them
+    const int wg = me / 128;
+    cutlass::arch::NamedBarrier::arrive_and_wait(128, kDqStoredBarrier + wg);
+    if (me % 128 == 0) {
+      constexpr int kHalf = kDkdvBlockM * D / 2;
+      // The buffer's rows of sequence b start at start + 64 b (32-bit: pairs < 2^31, launcher).
+      const uint32_t b = (blockIdx.x % static_cast<uint32_t>(p.pairs)) / static_cast<uint32_t>(p.heads);
+      const int64_t row = blk.start + static_cast<int64_t>(b) * kDqPadRows + static_cast<int64_t>(blk.m_first + i) * kDkdvBlockM;
+      bulk_reduce_add(p.dq_accum + (static_cast<int64_t>(blk.h) * p.accum_rows + row) * D + wg * kHalf,
+                      &sdq[wg * kHalf], kHalf * sizeof(float));
+      tma_store_arrive();
     }
   };
 
@@ -380,6 +413,9 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     warpgroup_wait<0>();
     finish_grads(i);
     if constexpr (kDq) add_dq(i);
+  }
+  if constexpr (kDq) {
+    if (tid % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // before the CTA's exit
   }
 
   // Epilogue: round once, store the keys inside the sequence (4-byte pairs of columns).
@@ -437,6 +473,40 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dkdv(const __grid_const
 #else
   (void)p;
 #endif
+}
+
+// Fused dQ's last pass: dq[start + row, h, :] = the buffer's sums of (sequence b, head h), for the
+// rows inside the sequence. One CTA of 256 threads per (64-row block, sequence, head), block
+// outermost like the dK / dV grid: thread tid reads the registers the consumer thread tid stored
+// (dq_slot, coalesced 16-byte loads) and finds their (row, column) from the same wgmma partition.
+template <typename T, int D, typename IndexT>
+__global__ void __launch_bounds__(kConsumerThreads) dq_from_accum(const IndexT* offsets, const float* accum, T* dq,
+                                                                  int64_t total, int64_t max_seq_len, int64_t pairs,
+                                                                  int32_t heads, int64_t accum_rows) {
+  using Tr = DkdvTraits<T, D>;
+  const int64_t m_block = blockIdx.x / pairs;
+  const int64_t pair = blockIdx.x - m_block * pairs;
+  const int64_t b = pair / heads;
+  const int64_t h = pair - b * heads;
+  int64_t start;
+  int32_t len;
+  sequence_rows(offsets, b, total, max_seq_len, start, len);
+  const int m0 = static_cast<int>(m_block) * kDkdvBlockM;
+  if (m0 >= len) return;
+  const int tid = threadIdx.x;
+  const float* block = accum + (h * accum_rows + start + b * kDqPadRows + m0) * D;
+  typename Tr::MmaDq mma_dq;
+  Tensor tQcQ = mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<typename Tr::BM, typename Tr::HD>{}));
+  CUTE_UNROLL
+  for (int e = 0; e < size(tQcQ); e += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(block + dq_slot<D>(tid, e));
+    const float x[4] = {v.x, v.y, v.z, v.w};
+    CUTE_UNROLL
+    for (int u = 0; u < 4; u += 2) {  // registers e + u, e + u + 1: adjacent columns of one row
+      const int row = m0 + get<0>(tQcQ(e + u));
+      if (row < len) store_pair(dq + ((start + row) * heads + h) * D + get<1>(tQcQ(e + u)), x[u], x[u + 1]);
+    }
+  }
 }
 
 }  // namespace attention

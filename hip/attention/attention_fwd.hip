@@ -781,6 +781,8 @@ LaunchError launch_attention_dkdv(const AttentionBackwardArgs& args, void*) { re
 
 LaunchError launch_attention_dq(const AttentionBackwardArgs& args, void*) { return attention_backward_supports(args); }
 
+int64_t attention_dq_accum_elems(const AttentionBackwardArgs&) { return 0; }
+
 LaunchError launch_attention_forward(const AttentionForwardArgs& args,
                                      const AttentionKernelConfig& config, void* stream) {
   if (LaunchError error = attention_supports(args, config)) return error;

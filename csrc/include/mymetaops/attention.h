@@ -105,16 +105,19 @@ struct AttentionBackwardArgs {
   const float* delta;           // kSoftmax: [heads, total], rowsum(dout * out)
   void* dk;                     // [total, heads, dqk] contiguous (launch_attention_dkdv)
   void* dv_out;                 // [total, heads, dv] contiguous (launch_attention_dkdv)
-  void* dq;                     // [total, heads, dqk] contiguous (launch_attention_dq)
-  float* dq_accum;              // launch_attention_dkdv: nullptr, or [heads, total, dqk] fp32 contiguous
-                                // and zeroed, into which it adds dQ (rows inside a sequence)
+  void* dq;                     // [total, heads, dqk] contiguous (launch_attention_dq; fused dQ)
+  float* dq_accum;              // launch_attention_dkdv: nullptr, or attention_dq_accum_elems fp32,
+                                // zeroed and 16-byte aligned: the kernel's sums, then written to dq
 };
 
 // nullptr when this build has the backward kernels (dK / dV, dQ) for these arguments, else why not.
 LaunchError attention_backward_supports(const AttentionBackwardArgs& args);
 // dK, dV (and dQ fused when dq_accum is set: its bits vary from call to call with the order of
-// the atomic additions).
+// the key blocks' additions).
 LaunchError launch_attention_dkdv(const AttentionBackwardArgs& args, void* stream);
+// fp32 elements of the fused dQ's buffer: heads x (total + 64 batch) x dqk (each sequence's rows
+// padded to whole 64-row blocks).
+int64_t attention_dq_accum_elems(const AttentionBackwardArgs& args);
 // dQ = dS K over the same mask (dS as above), rows inside a sequence written.
 LaunchError launch_attention_dq(const AttentionBackwardArgs& args, void* stream);
 
