@@ -56,8 +56,9 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
   if (LaunchError e = launch_with_smem(attention_dkdv<T, D, IndexT, kDq>, ctas, smem, stream, p)) return e;
-  if constexpr (kDq) {  // the query blocks have the key blocks' grid
-    dq_from_accum<T, D, IndexT><<<static_cast<unsigned>(ctas), kConsumerThreads, 0, stream>>>(
+  if constexpr (kDq) {  // one CTA per 64-row query block (the key blocks are 128 rows)
+    const int64_t blocks = key_blocks(a) * (kDkdvBlockN / kDkdvBlockM) * a.batch * a.heads;
+    dq_from_accum<T, D, IndexT><<<static_cast<unsigned>(blocks), kConsumerThreads, 0, stream>>>(
         p.offsets, a.dq_accum, static_cast<T*>(a.dq), a.total, a.max_seq_len, p.pairs, a.heads, p.accum_rows);
     return launch_status();
   }
@@ -89,8 +90,8 @@ LaunchError attention_backward_supports(const AttentionBackwardArgs& a) {
     return "native attention backward: softmax needs lse and delta";
   }
   if (a.total >= (int64_t{1} << 30) || a.heads <= 0) return "native attention backward: needs total rows < 2^30, heads >= 1";
-  if (key_blocks(a) * a.batch * a.heads >= (int64_t{1} << 31)) {
-    return "native attention backward: needs (key blocks x sequences x heads) < 2^31";
+  if (key_blocks(a) * (kDkdvBlockN / kDkdvBlockM) * a.batch * a.heads >= (int64_t{1} << 31)) {  // dq_from_accum's grid
+    return "native attention backward: needs (64-row blocks x sequences x heads) < 2^31";
   }
   if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.dout) || !aligned(a.dk) || !aligned(a.dv_out)) {
     return "native attention backward: q, k, v, dout, dk and dv must be 16-byte aligned (TMA)";
