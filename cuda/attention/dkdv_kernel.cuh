@@ -80,7 +80,9 @@ struct DkdvTraits {
     alignas(1024) T q[cosize_v<SmemQ>];
     alignas(1024) T dout[cosize_v<SmemQ>];
     alignas(1024) T ds[cosize_v<SmemDs>];  // fused dQ only (32 KB at most: one CTA an SM either way)
-    alignas(128) float dq[kDkdvBlockM * D];  // fused dQ: a step's sums, half of D per warpgroup (dq_slot)
+    // Fused dQ: two steps' sums, half of D per warpgroup (dq_slot): a step's bulk copy may still read
+    // one while the next step's sums go to the other (its L2 reductions were not hidden with one, run 27).
+    alignas(128) float dq[2][kDkdvBlockM * D];
     // Softmax: lse (log2 units) and delta of a stage's rows, written by the producer warp's lanes;
     // read in the consumers' inner loop, where loads from global memory left their latency exposed.
     float lse[kStages][kDkdvBlockM], delta[kStages][kDkdvBlockM];
@@ -339,12 +341,13 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
       tDs(e) = static_cast<T>(tSrDp(e));
     }
   };
-  auto issue_grads = [&](int i) {
-    const int s = i % Tr::kStages;
+  auto issue_dv = [&](int i) {
     warpgroup_fence_operand(tP);
+    wgmma_issue<false>(mma_dkv, tPa, tDrDot(_, _, _, i % Tr::kStages), tDrDv);
+  };
+  auto issue_dk = [&](int i) {
     warpgroup_fence_operand(tDs);
-    wgmma_issue<false>(mma_dkv, tPa, tDrDot(_, _, _, s), tDrDv);
-    wgmma_issue<false>(mma_dkv, tDsa, tDrQt(_, _, _, s), tDrDk);
+    wgmma_issue<false>(mma_dkv, tDsa, tDrQt(_, _, _, i % Tr::kStages), tDrDk);
   };
   auto finish_grads = [&](int i) {  // after warpgroup_wait<0>: step i's Q and dO go back to the producer
     warpgroup_fence_operand(tDrDv);
@@ -365,8 +368,8 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     cutlass::arch::fence_view_async_shared();  // the generic-proxy stores, before wgmma reads them
   };
   auto issue_dq = [&](int i) {  // once both warpgroups staged step i's dS
-    // The bulk copy of step i - 1's sums has left shared memory before this warpgroup stores step i's.
-    if (tid % 128 == 0) tma_store_wait<0>();
+    // The bulk copy of step i - 2's sums has left shared memory before this warpgroup stores step i's.
+    if (tid % 128 == 0) tma_store_wait<1>();
     cutlass::arch::NamedBarrier::arrive_and_wait(kConsumerThreads, kDsStagedBarrier);
     Tensor tQrDs = thr_dq.partition_fragment_A(make_tensor(make_smem_ptr(opaque(smem.ds)), typename Tr::SmemDs{}));
     Tensor tQrKt = thr_dq.partition_fragment_B(make_tensor(make_smem_ptr(opaque(smem.k)), typename Tr::SmemKt{}));
@@ -376,7 +379,7 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     warpgroup_fence_operand(tQrDq);
     static_assert(decltype(size(tQrDq))::value % 4 == 0, "dq_slot packs 4 registers a vector");
     const int me = opaque(tid);  // the addresses: see opaque
-    float* sdq = opaque(smem.dq);
+    float* sdq = opaque(smem.dq[i % 2]);
     CUTE_UNROLL
     for (int e = 0; e < size(tQrDq); e += 4) {
       *reinterpret_cast<float4*>(&sdq[dq_slot<D>(me, e)]) = make_float4(tQrDq(e), tQrDq(e + 1), tQrDq(e + 2), tQrDq(e + 3));
@@ -407,8 +410,9 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     warpgroup_wait<0>();
     scores_to_grads(i);
     to_bf16();
-    if constexpr (kDq) stage_ds(i);
-    issue_grads(i);
+    issue_dv(i);
+    if constexpr (kDq) stage_ds(i);  // dS's stores and fence under dV's products (run 27: 0.4 us a step before them)
+    issue_dk(i);
     if constexpr (kDq) issue_dq(i);  // on the tensor cores behind dV and dK
     warpgroup_wait<0>();
     finish_grads(i);

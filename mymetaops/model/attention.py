@@ -134,13 +134,14 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
 # (D = 64 and 128, N 256-4096): dK / dV + Triton dq HSTU 0.98-1.07x, softmax 1.49-1.80x at D = 128
 # and 1.07-1.17x at D = 64; dK / dV + native dQ HSTU 1.02-1.10x, softmax 1.52-1.88x at D = 128 and
 # 1.00-1.19x at D = 64. The factors are the medians (per op; D = 64 softmax gains less).
-# The fused row (dkdv_kernel.cuh with kDq: dQ = dS K from the dK / dV loop, atomics into fp32) does
-# 5 products where the others do 7: [P] predicted at the dK / dV kernel's rate, 1.5x (HSTU) and
-# 2.3x (softmax) the Triton backward, beside its buffer's passes (pass_bytes); [M] run 25 measured
-# less at D = 128 (FUSED_WITHHELD), so it stays withheld.
-FUSED_WITHHELD = ("the fused dK / dV / dQ kernel ran 0.75-1.01x the Triton backward's time for HSTU and 1.29-1.38x "
-                  "for softmax at D = 128, below dK / dV + native dQ, on an H100 (bench/attention run 25); faster at "
-                  "D = 64 (1.21-1.28x) but its float64 test has not finished on a GPU yet")
+# The fused row (dkdv_kernel.cuh with kDq: dQ = dS K from the dK / dV loop, bulk reduce-adds into
+# fp32) does 5 products where the others do 7: [P] predicted at the dK / dV kernel's rate, 1.5x
+# (HSTU) and 2.3x (softmax) the Triton backward, beside its buffer's passes (pass_bytes); [M] runs
+# 25-28 (H100) measured it slower than dK / dV + native dQ at every shape (FUSED_WITHHELD), so it
+# stays withheld.
+FUSED_WITHHELD = ("the fused dK / dV / dQ kernel ran 1.37x (HSTU) and 1.44x (softmax) the time of dK / dV + native dQ "
+                  "at B32 N4096 D = 128 and 0.98-1.12x at D = 64 on an H100 (bench/attention runs 26-28): its L2 "
+                  "reductions of dQ alone cost 0.73 ms of its 2.37 at B32 N4096; it passes the float64 test")
 NATIVE_BACKWARD: dict[str, tuple[NativeKernel, ...]] = {
     "nvidia": (
         NativeKernel("hopper_dkdv_128x64 + triton_dq", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
