@@ -128,15 +128,6 @@ struct DkdvBlock {
   int32_t len, n0, h, m_first, m_end;
 };
 
-// Rows [start, start + len) of sequence b: offsets clamped into [0, total], len to max_seq_len.
-template <typename IndexT>
-__device__ __forceinline__ void sequence_rows(const IndexT* offsets, int64_t b, int64_t total, int64_t max_seq_len,
-                                              int64_t& start, int32_t& len) {
-  start = min(max(static_cast<int64_t>(offsets[b]), int64_t{0}), total);
-  const int64_t end = min(max(static_cast<int64_t>(offsets[b + 1]), int64_t{0}), total);
-  len = static_cast<int32_t>(min(max(end - start, int64_t{0}), max_seq_len));
-}
-
 // Where thread tid (of the 256 consumers) keeps register e of its dQ_partial inside a step's
 // 64 x D block: its warpgroup's half, then 16-byte vectors of 4 registers, the 128 threads' vectors
 // side by side. The kernel's stores and dq_from_accum's loads both go through it.

@@ -88,11 +88,8 @@ __device__ __forceinline__ DqBlock dq_block(const DqParams<T, D, IndexT>& p) {
   const int64_t rank = blockIdx.x / p.pairs;
   const int64_t pair = blockIdx.x - rank * p.pairs;
   const int64_t b = pair / p.heads;
-  const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
-  const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
   DqBlock blk;
-  blk.start = start;
-  blk.len = static_cast<int32_t>(min(max(end - start, int64_t{0}), p.max_seq_len));
+  sequence_rows(p.offsets, b, p.total, p.max_seq_len, blk.start, blk.len);
   blk.m0 = static_cast<int32_t>(p.num_m_blocks - 1 - rank) * kDqBlockM;
   blk.h = static_cast<int32_t>(pair - b * p.heads);
   const int key_end = p.causal ? min(blk.m0 + kDqBlockM, blk.len) : blk.len;

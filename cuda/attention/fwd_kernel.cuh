@@ -52,6 +52,15 @@ struct StagesFor {
   static constexpr int value = 3;
 };
 
+// Rows [start, start + len) of sequence b: offsets clamped into [0, total], len to max_seq_len.
+template <typename IndexT>
+__device__ __forceinline__ void sequence_rows(const IndexT* offsets, int64_t b, int64_t total, int64_t max_seq_len,
+                                              int64_t& start, int32_t& len) {
+  start = min(max(static_cast<int64_t>(offsets[b]), int64_t{0}), total);
+  const int64_t end = min(max(static_cast<int64_t>(offsets[b + 1]), int64_t{0}), total);
+  len = static_cast<int32_t>(min(max(end - start, int64_t{0}), max_seq_len));
+}
+
 // One tile: 128 query rows (block m_block) of sequence b, head h; rows [start, start + len);
 // len < 0: no tile is left (the producer's last hand-over).
 struct WorkTile {
@@ -153,11 +162,8 @@ __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32
   const int32_t pair = group * p.group_pairs + (local - rank * size);
   const int32_t seq_rank = pair / p.heads;  // the sequence's place in p.order
   const int32_t b = p.order != nullptr ? p.order[seq_rank] : seq_rank;
-  const int64_t start = min(max(static_cast<int64_t>(p.offsets[b]), int64_t{0}), p.total);
-  const int64_t end = min(max(static_cast<int64_t>(p.offsets[b + 1]), int64_t{0}), p.total);
   WorkTile tile;
-  tile.start = start;
-  tile.len = static_cast<int32_t>(min(max(end - start, int64_t{0}), p.max_seq_len));
+  sequence_rows(p.offsets, b, p.total, p.max_seq_len, tile.start, tile.len);
   tile.m_block = p.num_m_blocks - 1 - rank;
   tile.h = pair - seq_rank * p.heads;
   return tile;
