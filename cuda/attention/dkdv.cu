@@ -47,6 +47,7 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
       a.total,
       a.max_seq_len,
       a.batch * a.heads,
+      key_blocks(a),
       a.total + a.batch * kDqPadRows,
       a.heads,
       a.kind == AttentionKind::kSoftmax,

@@ -115,6 +115,7 @@ struct DkdvParams {
   T* dv;
   float* dq_accum;     // fused dQ: [heads, total + 64 batch, D] fp32 zeroed by the caller, dS K added in
   int64_t total, max_seq_len, pairs;  // pairs = batch x heads
+  int64_t key_blocks;                 // per pair: ceil(min(max_seq_len, total) / 128)
   int64_t accum_rows;                 // fused dQ: total + 64 batch
   int32_t heads;
   bool softmax, causal;
@@ -136,17 +137,29 @@ __device__ __forceinline__ int dq_slot(int tid, int e) {
   return (tid / 128) * (kDkdvBlockM * D / 2) + ((e / 4) * 128 + tid % 128) * 4 + e % 4;
 }
 
-template <typename T, int D, typename IndexT>
+// The CTA's (sequence, head) pair and key block. Key block outermost (dK / dV alone): under the
+// causal mask block 0 of each pair sees every query row, so the costliest CTAs start first. Pair
+// outermost (fused dQ), key block 0 first within it: the key blocks adding into one pair's dQ rows
+// run at the same time, so the rows stay in L2 between their reductions (key block outermost,
+// each pair's rows left L2 before its next key block came: at B32 N4096 the rows of a wave are
+// ~130 MB). 32-bit: the launcher bounds the grid below 2^31 (64-bit divides spill the fused kernel).
+template <bool kDq, typename T, int D, typename IndexT>
+__device__ __forceinline__ void dkdv_coords(const DkdvParams<T, D, IndexT>& p, uint32_t& pair, uint32_t& n_block) {
+  const uint32_t outer = kDq ? static_cast<uint32_t>(p.key_blocks) : static_cast<uint32_t>(p.pairs);
+  const uint32_t major = blockIdx.x / outer, minor = blockIdx.x - major * outer;
+  pair = kDq ? major : minor;
+  n_block = kDq ? minor : major;
+}
+
+template <bool kDq, typename T, int D, typename IndexT>
 __device__ __forceinline__ DkdvBlock dkdv_block(const DkdvParams<T, D, IndexT>& p) {
-  // Key block outermost: under the causal mask block 0 of each pair sees every query row, so the
-  // costliest CTAs start first.
-  const int64_t n_block = blockIdx.x / p.pairs;
-  const int64_t pair = blockIdx.x - n_block * p.pairs;
-  const int64_t b = pair / p.heads;
+  uint32_t pair, n_block;
+  dkdv_coords<kDq>(p, pair, n_block);
+  const uint32_t b = pair / static_cast<uint32_t>(p.heads);
   DkdvBlock blk;
   sequence_rows(p.offsets, b, p.total, p.max_seq_len, blk.start, blk.len);
   blk.n0 = static_cast<int32_t>(n_block) * kDkdvBlockN;
-  blk.h = static_cast<int32_t>(pair - b * p.heads);
+  blk.h = static_cast<int32_t>(pair - b * static_cast<uint32_t>(p.heads));
   blk.m_first = p.causal ? blk.n0 / kDkdvBlockM : 0;
   blk.m_end = (blk.len + kDkdvBlockM - 1) / kDkdvBlockM;
   return blk;
@@ -259,10 +272,13 @@ __device__ __forceinline__ int opaque(int x) {
 
 // dst[0, bytes / 4) += src[...] (shared memory), by the TMA unit: one instruction for a warpgroup's
 // step instead of 4096 per-thread reductions (which ran the fused kernel slower than two kernels).
+// L2 evict-last: the other key blocks of the pair add into the same lines soon after.
 __device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
-               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(bytes)
-               : "memory");
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;" ::"l"(dst),
+      "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(bytes),
+      "l"(static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST))
+      : "memory");
 }
 
 template <bool kSoftmax, bool kDq, typename T, int D, typename IndexT>
@@ -380,8 +396,9 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     cutlass::arch::NamedBarrier::arrive_and_wait(128, kDqStoredBarrier + wg);
     if (me % 128 == 0) {
       constexpr int kHalf = kDkdvBlockM * D / 2;
-      // The buffer's rows of sequence b start at start + 64 b (32-bit: pairs < 2^31, launcher).
-      const uint32_t b = (blockIdx.x % static_cast<uint32_t>(p.pairs)) / static_cast<uint32_t>(p.heads);
+      uint32_t pair, n_block;  // the buffer's rows of sequence b start at start + 64 b
+      dkdv_coords<kDq>(p, pair, n_block);
+      const uint32_t b = pair / static_cast<uint32_t>(p.heads);
       const int64_t row = blk.start + static_cast<int64_t>(b) * kDqPadRows + static_cast<int64_t>(blk.m_first + i) * kDkdvBlockM;
       bulk_reduce_add(p.dq_accum + (static_cast<int64_t>(blk.h) * p.accum_rows + row) * D + wg * kHalf,
                       &sdq[wg * kHalf], kHalf * sizeof(float));
@@ -437,7 +454,7 @@ template <typename T, int D, typename IndexT, bool kDq>
 __global__ void __launch_bounds__(kThreads, 1) attention_dkdv(const __grid_constant__ DkdvParams<T, D, IndexT> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = DkdvTraits<T, D>;
-  const DkdvBlock blk = dkdv_block(p);
+  const DkdvBlock blk = dkdv_block<kDq>(p);
   if (blk.n0 >= blk.len) return;  // the whole CTA: no key of the block is in the sequence
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::Smem*>(smem_raw);
