@@ -30,6 +30,34 @@ DType launcher_dtype(at::ScalarType t) {
   }
 }
 
+// The fields the forward's and the backward's launcher arguments share, from the tensors.
+template <typename Args>
+void fill_problem(Args& a, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& seq_offsets,
+                  int64_t max_seq_len, bool softmax, double alpha, bool causal) {
+  a.kind = softmax ? AttentionKind::kSoftmax : AttentionKind::kHstu;
+  a.dtype = launcher_dtype(q.scalar_type());
+  a.q = q.const_data_ptr();
+  a.k = k.const_data_ptr();
+  a.v = v.const_data_ptr();
+  a.q_row_stride = q.stride(0);
+  a.q_head_stride = q.stride(1);
+  a.k_row_stride = k.stride(0);
+  a.k_head_stride = k.stride(1);
+  a.v_row_stride = v.stride(0);
+  a.v_head_stride = v.stride(1);
+  a.offsets = seq_offsets.const_data_ptr();
+  a.offsets_dtype = launcher_dtype(seq_offsets.scalar_type());
+  a.batch = seq_offsets.numel() - 1;
+  a.total = q.size(0);
+  a.max_seq_len = max_seq_len;
+  a.heads = static_cast<int32_t>(q.size(1));
+  a.dqk = static_cast<int32_t>(q.size(2));
+  a.dv = static_cast<int32_t>(v.size(2));
+  a.causal = causal;
+  a.alpha = static_cast<float>(alpha);
+  a.inv_max_seq_len = max_seq_len > 0 ? static_cast<float>(1.0 / static_cast<double>(max_seq_len)) : 0.0f;
+}
+
 std::vector<std::string> kernel_names() {
   int32_t count = 0;
   const char* const* names = attention_kernel_names(&count);
@@ -47,28 +75,7 @@ std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor
   at::Tensor out = at::empty({total, heads, dv}, q.options());
   at::Tensor lse = at::empty({softmax ? heads : 0, softmax ? total : 0}, q.options().dtype(at::kFloat));
   AttentionForwardArgs a{};
-  a.kind = softmax ? AttentionKind::kSoftmax : AttentionKind::kHstu;
-  a.dtype = launcher_dtype(q.scalar_type());
-  a.q = q.const_data_ptr();
-  a.k = k.const_data_ptr();
-  a.v = v.const_data_ptr();
-  a.q_row_stride = q.stride(0);
-  a.q_head_stride = q.stride(1);
-  a.k_row_stride = k.stride(0);
-  a.k_head_stride = k.stride(1);
-  a.v_row_stride = v.stride(0);
-  a.v_head_stride = v.stride(1);
-  a.offsets = seq_offsets.const_data_ptr();
-  a.offsets_dtype = launcher_dtype(seq_offsets.scalar_type());
-  a.batch = seq_offsets.numel() - 1;
-  a.total = total;
-  a.max_seq_len = max_seq_len;
-  a.heads = static_cast<int32_t>(heads);
-  a.dqk = static_cast<int32_t>(q.size(2));
-  a.dv = static_cast<int32_t>(dv);
-  a.causal = causal;
-  a.alpha = static_cast<float>(alpha);
-  a.inv_max_seq_len = max_seq_len > 0 ? static_cast<float>(1.0 / static_cast<double>(max_seq_len)) : 0.0f;
+  fill_problem(a, q, k, v, seq_offsets, max_seq_len, softmax, alpha, causal);
   a.out = out.mutable_data_ptr();
   a.lse = softmax ? lse.mutable_data_ptr<float>() : nullptr;
   a.errors = dispatch::device_error_record(q.device());
@@ -97,31 +104,10 @@ AttentionBackwardArgs backward_args(const char* op, const at::Tensor& grad_out, 
                 op, ": lse and delta must be contiguous fp32 [H, total_L]");
   }
   AttentionBackwardArgs a{};
-  a.kind = softmax ? AttentionKind::kSoftmax : AttentionKind::kHstu;
-  a.dtype = launcher_dtype(q.scalar_type());
-  a.q = q.const_data_ptr();
-  a.k = k.const_data_ptr();
-  a.v = v.const_data_ptr();
+  fill_problem(a, q, k, v, seq_offsets, max_seq_len, softmax, alpha, causal);
   a.dout = grad_out.const_data_ptr();
-  a.q_row_stride = q.stride(0);
-  a.q_head_stride = q.stride(1);
-  a.k_row_stride = k.stride(0);
-  a.k_head_stride = k.stride(1);
-  a.v_row_stride = v.stride(0);
-  a.v_head_stride = v.stride(1);
   a.dout_row_stride = grad_out.stride(0);
   a.dout_head_stride = grad_out.stride(1);
-  a.offsets = seq_offsets.const_data_ptr();
-  a.offsets_dtype = launcher_dtype(seq_offsets.scalar_type());
-  a.batch = seq_offsets.numel() - 1;
-  a.total = q.size(0);
-  a.max_seq_len = max_seq_len;
-  a.heads = static_cast<int32_t>(q.size(1));
-  a.dqk = static_cast<int32_t>(q.size(2));
-  a.dv = static_cast<int32_t>(v.size(2));
-  a.causal = causal;
-  a.alpha = static_cast<float>(alpha);
-  a.inv_max_seq_len = max_seq_len > 0 ? static_cast<float>(1.0 / static_cast<double>(max_seq_len)) : 0.0f;
   a.lse = softmax ? lse->const_data_ptr<float>() : nullptr;
   a.delta = softmax ? delta->const_data_ptr<float>() : nullptr;
   return a;
