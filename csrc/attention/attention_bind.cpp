@@ -53,7 +53,7 @@ void bind(pybind11::module_& m) {
       m, "_attention_dq_native", "dq of the native attention backward's dQ kernel; arguments as _attention_dkdv_native's.");
   def_backward<&NativeProvider::backward>(
       m, "_attention_backward_native",
-      "(dq, dk, dv) of the dK / dV kernel with dQ fused in (atomics into fp32: dq's last bits vary between "
+      "(dq, dk, dv) of the dK / dV kernel with dQ fused in (reductions into fp32: dq's last bits vary between "
       "calls); arguments as _attention_dkdv_native's.");
 }
 

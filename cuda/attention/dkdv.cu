@@ -1,7 +1,7 @@
 // Launcher of the Hopper attention backward's dK / dV kernel (csrc/include/mymetaops/attention.h,
 // dkdv_kernel.cuh), with dQ fused in when dq_accum is given: one CTA per (key block of 128,
-// sequence, head), key block outermost; CTAs whose block starts past their sequence exit at once.
-// The fused variant is followed by dq_from_accum on the same grid (64-row query blocks).
+// sequence, head) (dkdv_coords: the order); CTAs whose block starts past their sequence exit at
+// once. The fused variant is followed by dq_from_accum, one CTA per 64-row query block.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -27,6 +27,14 @@ int64_t key_blocks(const AttentionBackwardArgs& a) {
   return rows > 0 ? (rows + kDkdvBlockN - 1) / kDkdvBlockN : 0;
 }
 
+// dq_from_accum's grid: 64-row query blocks (two a key block) x sequences x heads.
+int64_t query_block_ctas(const AttentionBackwardArgs& a) {
+  return key_blocks(a) * (kDkdvBlockN / kDkdvBlockM) * a.batch * a.heads;
+}
+
+// Rows of a head in fused dQ's buffer: each sequence padded by a block (kDqPadRows).
+int64_t accum_rows(const AttentionBackwardArgs& a) { return a.total + a.batch * kDqPadRows; }
+
 template <typename T, int D, typename IndexT, bool kDq>
 LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
   using Tr = DkdvTraits<T, D>;
@@ -48,7 +56,7 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
       a.max_seq_len,
       a.batch * a.heads,
       key_blocks(a),
-      a.total + a.batch * kDqPadRows,
+      accum_rows(a),
       a.heads,
       a.kind == AttentionKind::kSoftmax,
       a.causal,
@@ -57,9 +65,8 @@ LaunchError launch_typed(const AttentionBackwardArgs& a, cudaStream_t stream) {
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
   if (LaunchError e = launch_with_smem(attention_dkdv<T, D, IndexT, kDq>, ctas, smem, stream, p)) return e;
-  if constexpr (kDq) {  // one CTA per 64-row query block (the key blocks are 128 rows)
-    const int64_t blocks = key_blocks(a) * (kDkdvBlockN / kDkdvBlockM) * a.batch * a.heads;
-    dq_from_accum<T, D, IndexT><<<static_cast<unsigned>(blocks), kConsumerThreads, 0, stream>>>(
+  if constexpr (kDq) {
+    dq_from_accum<T, D, IndexT><<<static_cast<unsigned>(query_block_ctas(a)), kConsumerThreads, 0, stream>>>(
         p.offsets, a.dq_accum, static_cast<T*>(a.dq), a.total, a.max_seq_len, p.pairs, a.heads, p.accum_rows);
     return launch_status();
   }
@@ -91,7 +98,7 @@ LaunchError attention_backward_supports(const AttentionBackwardArgs& a) {
     return "native attention backward: softmax needs lse and delta";
   }
   if (a.total >= (int64_t{1} << 30) || a.heads <= 0) return "native attention backward: needs total rows < 2^30, heads >= 1";
-  if (key_blocks(a) * (kDkdvBlockN / kDkdvBlockM) * a.batch * a.heads >= (int64_t{1} << 31)) {  // dq_from_accum's grid
+  if (query_block_ctas(a) >= (int64_t{1} << 31)) {  // the larger grid: dq_from_accum's
     return "native attention backward: needs (64-row blocks x sequences x heads) < 2^31";
   }
   if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.dout) || !aligned(a.dk) || !aligned(a.dv_out)) {
@@ -105,7 +112,7 @@ LaunchError attention_backward_supports(const AttentionBackwardArgs& a) {
 }
 
 int64_t attention_dq_accum_elems(const AttentionBackwardArgs& a) {
-  return static_cast<int64_t>(a.heads) * (a.total + a.batch * cuda::attention::kDqPadRows) * a.dqk;
+  return static_cast<int64_t>(a.heads) * cuda::attention::accum_rows(a) * a.dqk;
 }
 
 LaunchError launch_attention_dkdv(const AttentionBackwardArgs& a, void* stream) {

@@ -143,6 +143,13 @@ __device__ __forceinline__ int dq_slot(int tid, int e) {
 // run at the same time, so the rows stay in L2 between their reductions (key block outermost,
 // each pair's rows left L2 before its next key block came: at B32 N4096 the rows of a wave are
 // ~130 MB). 32-bit: the launcher bounds the grid below 2^31 (64-bit divides spill the fused kernel).
+// Fused dQ's buffer: the 64 x D block of query rows [m0, m0 + 64) of sequence b (rows from start),
+// head h, at row start + 64 b + m0 of head h's accum_rows (kDqPadRows).
+template <int D>
+__device__ __forceinline__ int64_t dq_accum_block(int64_t h, int64_t accum_rows, int64_t start, int64_t b, int m0) {
+  return (h * accum_rows + start + b * kDqPadRows + m0) * D;
+}
+
 template <bool kDq, typename T, int D, typename IndexT>
 __device__ __forceinline__ void dkdv_coords(const DkdvParams<T, D, IndexT>& p, uint32_t& pair, uint32_t& n_block) {
   const uint32_t outer = kDq ? static_cast<uint32_t>(p.key_blocks) : static_cast<uint32_t>(p.pairs);
@@ -369,7 +376,6 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
   auto thr_dq = mma_dq.get_thread_slice(tid);
   Tensor tSsDst = thr_sdp.partition_C(make_tensor(make_smem_ptr(smem.ds), typename Tr::SmemDst{}));
   Tensor tQrDq = partition_fragment_C(mma_dq, Shape<BM, HD>{});
-  Tensor dQ = make_tensor(tQrDq.data(), rowcol(tQrDq.layout()));
   auto stage_ds = [&](int i) {  // this warpgroup's dS^T (keys x rows) into buffer i % 2
     copy(tDs, tSsDst(_, _, _, i % 2));
     cutlass::arch::fence_view_async_shared();  // the generic-proxy stores, before wgmma reads them
@@ -396,12 +402,11 @@ __device__ __forceinline__ void dkdv_consume(const DkdvParams<T, D, IndexT>& p, 
     cutlass::arch::NamedBarrier::arrive_and_wait(128, kDqStoredBarrier + wg);
     if (me % 128 == 0) {
       constexpr int kHalf = kDkdvBlockM * D / 2;
-      uint32_t pair, n_block;  // the buffer's rows of sequence b start at start + 64 b
+      uint32_t pair, n_block;
       dkdv_coords<kDq>(p, pair, n_block);
       const uint32_t b = pair / static_cast<uint32_t>(p.heads);
-      const int64_t row = blk.start + static_cast<int64_t>(b) * kDqPadRows + static_cast<int64_t>(blk.m_first + i) * kDkdvBlockM;
-      bulk_reduce_add(p.dq_accum + (static_cast<int64_t>(blk.h) * p.accum_rows + row) * D + wg * kHalf,
-                      &sdq[wg * kHalf], kHalf * sizeof(float));
+      const int64_t block = dq_accum_block<D>(blk.h, p.accum_rows, blk.start, b, (blk.m_first + i) * kDkdvBlockM);
+      bulk_reduce_add(p.dq_accum + block + wg * kHalf, &sdq[wg * kHalf], kHalf * sizeof(float));
       tma_store_arrive();
     }
   };
@@ -489,7 +494,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_dkdv(const __grid_const
 
 // Fused dQ's last pass: dq[start + row, h, :] = the buffer's sums of (sequence b, head h), for the
 // rows inside the sequence. One CTA of 256 threads per (64-row block, sequence, head), block
-// outermost like the dK / dV grid: thread tid reads the registers the consumer thread tid stored
+// outermost: thread tid reads the registers the consumer thread tid stored
 // (dq_slot, coalesced 16-byte loads) and finds their (row, column) from the same wgmma partition.
 template <typename T, int D, typename IndexT>
 __global__ void __launch_bounds__(kConsumerThreads) dq_from_accum(const IndexT* offsets, const float* accum, T* dq,
@@ -506,7 +511,7 @@ __global__ void __launch_bounds__(kConsumerThreads) dq_from_accum(const IndexT* 
   const int m0 = static_cast<int>(m_block) * kDkdvBlockM;
   if (m0 >= len) return;
   const int tid = threadIdx.x;
-  const float* block = accum + (h * accum_rows + start + b * kDqPadRows + m0) * D;
+  const float* block = accum + dq_accum_block<D>(h, accum_rows, start, b, m0);
   typename Tr::MmaDq mma_dq;
   Tensor tQcQ = mma_dq.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<typename Tr::BM, typename Tr::HD>{}));
   CUTE_UNROLL
