@@ -137,11 +137,12 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
 # The fused row (dkdv_kernel.cuh with kDq: dQ = dS K from the dK / dV loop, bulk reduce-adds into
 # fp32) does 5 products where the others do 7: [P] predicted at the dK / dV kernel's rate, 1.5x
 # (HSTU) and 2.3x (softmax) the Triton backward, beside its buffer's passes (pass_bytes); [M] runs
-# 25-28 (H100) measured it slower than dK / dV + native dQ at every shape (FUSED_WITHHELD), so it
+# 25-30 (H100) measured it slower than dK / dV + native dQ at every shape (FUSED_WITHHELD), so it
 # stays withheld.
-FUSED_WITHHELD = ("the fused dK / dV / dQ kernel ran 1.37x (HSTU) and 1.44x (softmax) the time of dK / dV + native dQ "
-                  "at B32 N4096 D = 128 and 0.98-1.12x at D = 64 on an H100 (bench/attention runs 26-28): its L2 "
-                  "reductions of dQ alone cost 0.73 ms of its 2.37 at B32 N4096; it passes the float64 test")
+FUSED_WITHHELD = ("the fused dK / dV / dQ kernel ran 1.08x (HSTU) and 1.08x (softmax) the time of dK / dV + native dQ "
+                  "at B32 N4096 D = 128, 1.21-1.22x at B64 N1024 and 1.09-1.22x at D = 64 on an H100 (bench/attention "
+                  "run 30): its buffer's zeroing and conversion and the dQ product in every step cost more than the "
+                  "second kernel's recompute; it passes the float64 test")
 NATIVE_BACKWARD: dict[str, tuple[NativeKernel, ...]] = {
     "nvidia": (
         NativeKernel("hopper_dkdv_128x64 + triton_dq", (HSTU_BACKWARD, SOFTMAX_BACKWARD), (64, 128), 64, 64,
