@@ -50,6 +50,10 @@ struct StagesFor {
   // stages ran the D = 128 long shape at 273 TFLOP/s on the H200: a key tile takes about as long
   // to arrive as two take to compute.
   static constexpr int value = 3;
+  // Q buffers. At D = 64 a second one (128 KB in all) lets the producer load the next tile's Q
+  // while this tile runs: short sequences make tiles of one or two key steps, too short to hide a
+  // Q load issued at their last S. At D = 128 it would cost a K/V stage (32 KB).
+  static constexpr int q = D <= 64 ? 2 : 1;
 };
 
 // Rows [start, start + len) of sequence b: offsets clamped into [0, total], len to max_seq_len.
@@ -62,21 +66,22 @@ __device__ __forceinline__ void sequence_rows(const IndexT* offsets, int64_t b, 
 }
 
 // One tile: 128 query rows (block m_block) of sequence b, head h; rows [start, start + len);
-// len < 0: no tile is left (the producer's last hand-over).
+// len < 0: no tile is left (the producer's last hand-over). 32-bit: the launcher takes fewer than
+// 2^30 rows, and the producer warp holds three of these in its 24 registers.
 struct WorkTile {
-  int64_t start;
-  int32_t len, m_block, h;
+  int32_t start, len, m_block, h;
 };
 
 template <typename T, int D>
 struct Traits {
   static constexpr int kStages = StagesFor<D>::value;
+  static constexpr int kQStages = StagesFor<D>::q;
   using BM = Int<kBlockM>;
   using BN = Int<kBlockN>;
   using HD = Int<D>;
   // Q, K: D contiguous (K-major for both wgmma operands). V: stored as (D, keys) with D contiguous,
   // i.e. MN-major for the B operand of P V, so it loads straight from [rows, D] by TMA.
-  using SmemQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<BM, HD>{}));
+  using SmemQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<BM, HD>{}));  // one buffer
   using SmemK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<BN, HD, Int<kStages>>{}));
   using SmemV = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<T>{}, Shape<HD, BN, Int<kStages>>{}));
   using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, BN, HD>>(),
@@ -86,16 +91,16 @@ struct Traits {
       Layout<Shape<_2, _1, _1>>{}));
 
   struct alignas(1024) Smem {
-    alignas(1024) T q[cosize_v<SmemQ>];  // 1024: the 128-byte swizzle's period
+    alignas(1024) T q[kQStages][cosize_v<SmemQ>];  // 1024: the 128-byte swizzle's period
     alignas(1024) T k[cosize_v<SmemK>];
     alignas(1024) T v[cosize_v<SmemV>];
-    uint64_t q_full, q_empty;
+    uint64_t q_full[kQStages], q_empty[kQStages];
     WorkTile tiles[2];  // the tile of Q load k in tiles[k % 2], written before q_full's arrival
     // K of a stage is free once S of its tile is done, V once P V is: K loads start a step earlier.
     uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   };
 
-  __device__ static auto smem_q(Smem& s) { return make_tensor(make_smem_ptr(s.q), SmemQ{}); }
+  __device__ static auto smem_q(Smem& s, int stage) { return make_tensor(make_smem_ptr(s.q[stage]), SmemQ{}); }
   __device__ static auto smem_k(Smem& s) { return make_tensor(make_smem_ptr(s.k), SmemK{}); }
   __device__ static auto smem_v(Smem& s) { return make_tensor(make_smem_ptr(s.v), SmemV{}); }
 
@@ -151,21 +156,25 @@ struct Params {
 // cheap ones fill the tail, and (sorted) the launch's last groups hold the shortest sequences.
 template <typename T, int D, typename IndexT>
 __device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32_t t) {
-  // 32-bit: the launcher bounds the tile count below 2^31 (64-bit divides are subroutine calls,
-  // whose saved registers spill).
-  const int32_t pairs = static_cast<int32_t>(p.num_tiles / p.num_m_blocks);
-  const int32_t group_tiles = p.group_pairs * p.num_m_blocks;
-  const int32_t group = t / group_tiles;
-  const int32_t local = t - group * group_tiles;
-  const int32_t size = min(p.group_pairs, pairs - group * p.group_pairs);
-  const int32_t rank = local / size;
-  const int32_t pair = group * p.group_pairs + (local - rank * size);
-  const int32_t seq_rank = pair / p.heads;  // the sequence's place in p.order
+  // Unsigned 32-bit: the launcher bounds the tile count below 2^31, and the producer warp decodes
+  // in 24 registers (64-bit divides are subroutine calls whose saved registers spill; signed ones
+  // hold their signs through the fix-ups).
+  const uint32_t pairs = static_cast<uint32_t>(p.num_tiles) / p.num_m_blocks;
+  const uint32_t group_size = p.group_pairs;
+  const uint32_t group_tiles = group_size * p.num_m_blocks;
+  const uint32_t group = static_cast<uint32_t>(t) / group_tiles;
+  const uint32_t local = static_cast<uint32_t>(t) - group * group_tiles;
+  const uint32_t size = min(group_size, pairs - group * group_size);
+  const uint32_t rank = local / size;
+  const uint32_t pair = group * group_size + (local - rank * size);
+  const int32_t seq_rank = static_cast<int32_t>(pair / static_cast<uint32_t>(p.heads));  // its place in p.order
   const int32_t b = p.order != nullptr ? p.order[seq_rank] : seq_rank;
   WorkTile tile;
-  sequence_rows(p.offsets, b, p.total, p.max_seq_len, tile.start, tile.len);
-  tile.m_block = p.num_m_blocks - 1 - rank;
-  tile.h = pair - seq_rank * p.heads;
+  int64_t start;
+  sequence_rows(p.offsets, b, p.total, p.max_seq_len, start, tile.len);
+  tile.start = static_cast<int32_t>(start);
+  tile.m_block = p.num_m_blocks - 1 - static_cast<int32_t>(rank);
+  tile.h = static_cast<int32_t>(pair) - seq_rank * p.heads;
   return tile;
 }
 
@@ -352,7 +361,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   using BN = typename Tr::BN;
   using HD = typename Tr::HD;
   constexpr int kStages = Tr::kStages;
-  Tensor sQ = Tr::smem_q(smem);
+  constexpr int kQStages = Tr::kQStages;
   Tensor sK = Tr::smem_k(smem);
   Tensor sV = Tr::smem_v(smem);
   const int total = static_cast<int>(p.total);
@@ -360,9 +369,10 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   Tensor mK = p.tma_k.get_tma_tensor(make_shape(total, HD{}, p.heads));
   Tensor mV = p.tma_v.get_tma_tensor(make_shape(HD{}, total, p.heads));
   const bool leader = threadIdx.x == 0;
-  // Q of a tile, as the TMA partition's (global source, shared destination).
-  auto q_copy = [&](const WorkTile& t) {
-    Tensor gQ = local_tile(domain_offset(make_coord(static_cast<int>(t.start), _0{}), mQ(_, _, t.h)),
+  // Q of a tile into buffer stage, as the TMA partition's (global source, shared destination).
+  auto q_copy = [&](const WorkTile& t, int stage) {
+    Tensor sQ = Tr::smem_q(smem, stage);
+    Tensor gQ = local_tile(domain_offset(make_coord(t.start, _0{}), mQ(_, _, t.h)),
                            Shape<BM, HD>{}, make_coord(t.m_block, _0{}));
     return tma_partition(p.tma_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
   };
@@ -370,12 +380,12 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   WorkTile tile, next;
   TileSource<T, D, IndexT> source{p};
   // The next tile is taken one ahead, while this tile's loads are in flight, and its Q rows (read
-  // once, from DRAM) are pulled into L2 then: the consumers hand Q's buffer back only at their last
-  // S of a tile, a step or two before they need the next Q, less than a DRAM round trip.
+  // once, from DRAM) are pulled into L2 then: with one Q buffer the consumers hand it back only at
+  // their last S of a tile, a step or two before they need the next Q, less than a DRAM round trip.
   bool has_tile = source.next(tile);
-  if (has_tile && leader) prefetch(p.tma_q, get<0>(q_copy(tile)));
+  if (has_tile && leader) prefetch(p.tma_q, get<0>(q_copy(tile, 0)));
   for (; has_tile; ++tile_count) {
-    const int s0 = static_cast<int>(tile.start);
+    const int s0 = tile.start;
     Tensor gK = local_tile(domain_offset(make_coord(s0, _0{}), mK(_, _, tile.h)), Shape<BN, HD>{},
                            make_coord(_, _0{}));
     Tensor gV = local_tile(domain_offset(make_coord(_0{}, s0), mV(_, _, tile.h)), Shape<HD, BN>{},
@@ -398,34 +408,41 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
         copy(p.tma_v.with(smem.v_full[s]), get<0>(tV)(_, n), get<1>(tV)(_, s));
       }
     };
-    // K(0) before waiting for Q's buffer (FA3's order): its stage is usually free by then.
+    // In the consumers' order: K(0), Q, then K(n), V(n - 1) (S of key tile n is issued before
+    // P V of n - 1), V of the last. V is handed back a step after K, so issuing V(n) before
+    // K(n + 1) would hold K(n + 1) behind that later release. K(0) goes before waiting for Q's
+    // buffer (FA3's order): its stage is usually free by then.
     load_k(0, kv_count);
-    EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
+    const int qs = tile_count % kQStages;
+    EmptyBarrier::wait(&smem.q_empty[qs], ((tile_count / kQStages) & 1) ^ 1);
     if (leader) {
       smem.tiles[tile_count & 1] = tile;  // visible to the consumers through q_full's arrival
-      FullBarrier::arrive_and_expect_tx(&smem.q_full, Tr::kQBytes);
-      auto tQ = q_copy(tile);
-      copy(p.tma_q.with(smem.q_full), get<0>(tQ), get<1>(tQ));
+      FullBarrier::arrive_and_expect_tx(&smem.q_full[qs], Tr::kQBytes);
+      auto tQ = q_copy(tile, qs);
+      copy(p.tma_q.with(smem.q_full[qs]), get<0>(tQ), get<1>(tQ));
     }
-    has_tile = source.next(next);
-    if (has_tile && leader) prefetch(p.tma_q, get<0>(q_copy(next)));
-    // Then in the consumers' order: K(n), V(n - 1) (S of tile n is issued before P V of tile
-    // n - 1). V is handed back a step after K, so issuing V(n) before K(n + 1) would hold K(n + 1)
-    // behind that later release.
     const int n_tiles = key_tiles(tile, p.causal);  // >= 1: the tile has rows
-    for (int n = 1; n < n_tiles; ++n) {
+    if (n_tiles > 1) load_k(1, kv_count + 1);
+    load_v(0, kv_count);
+    // The next tile only after V(0): taking one is a chain of global round trips (the counter's
+    // atomic, the order, the offsets), and a tile of one key step has its P V waiting on V(0).
+    has_tile = source.next(next);
+    if (has_tile && leader) prefetch(p.tma_q, get<0>(q_copy(next, 0)));
+    #pragma unroll 1  // the producer warp has 24 registers: an unrolled copy of this loop spills
+    for (int n = 2; n < n_tiles; ++n) {
       load_k(n, kv_count + n);
       load_v(n - 1, kv_count + n - 1);
     }
-    load_v(n_tiles - 1, kv_count + n_tiles - 1);
+    if (n_tiles > 1) load_v(n_tiles - 1, kv_count + n_tiles - 1);
     kv_count += n_tiles;
     tile = next;
   }
-  // No tile is left: hand the consumers a tile with len < 0 once they are done with the last Q.
-  EmptyBarrier::wait(&smem.q_empty, (tile_count & 1) ^ 1);
+  // No tile is left: hand the consumers a tile with len < 0 once they are done with that buffer.
+  const int qs = tile_count % kQStages;
+  EmptyBarrier::wait(&smem.q_empty[qs], ((tile_count / kQStages) & 1) ^ 1);
   if (leader) {
     smem.tiles[tile_count & 1] = WorkTile{0, -1, 0, 0};
-    FullBarrier::arrive(&smem.q_full);
+    FullBarrier::arrive(&smem.q_full[qs]);
   }
 }
 
@@ -436,18 +453,17 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
   using BN = typename Tr::BN;
   using HD = typename Tr::HD;
   constexpr int kStages = Tr::kStages;
+  constexpr int kQStages = Tr::kQStages;
   const int tid = threadIdx.x - 128;
   auto release = [&](uint64_t* barrier) {
     if (tid % 128 == 0) EmptyBarrier::arrive(barrier);
   };
-  Tensor sQ = Tr::smem_q(smem);
   Tensor sK = Tr::smem_k(smem);
   Tensor sV = Tr::smem_v(smem);
   typename Tr::MmaS mma_s;
   typename Tr::MmaO mma_o;
   auto thr_s = mma_s.get_thread_slice(tid);
   auto thr_o = mma_o.get_thread_slice(tid);
-  Tensor tSrQ = thr_s.partition_fragment_A(sQ);
   Tensor tSrK = thr_s.partition_fragment_B(sK);
   Tensor tOrV = thr_o.partition_fragment_B(sV);
   Tensor tSrS = partition_fragment_C(mma_s, Shape<BM, BN>{});
@@ -482,9 +498,11 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
 
   int kv_count = 0;
   for (int tile_count = 0;; ++tile_count) {
-    FullBarrier::wait(&smem.q_full, tile_count & 1);
+    const int qs = tile_count % kQStages;
+    FullBarrier::wait(&smem.q_full[qs], (tile_count / kQStages) & 1);
     const WorkTile tile = smem.tiles[tile_count & 1];
     if (tile.len < 0) break;
+    Tensor tSrQ = thr_s.partition_fragment_A(Tr::smem_q(smem, qs));
     const int m0 = tile.m_block * kBlockM;
     const int n_tiles = key_tiles(tile, p.causal);
     SoftmaxState<kRows> st;
@@ -497,7 +515,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
     release(&smem.k_empty[s]);
-    if (n_tiles == 1) release(&smem.q_empty);
+    if (n_tiles == 1) release(&smem.q_empty[qs]);
     scores_to_p<kSoftmax>(S, cS, m0, 0, tile.len, p.causal, scale, st);
     to_p();
     clear(tOrO);
@@ -514,7 +532,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       warpgroup_wait<1>();  // S of tile n is done; P V of tile n - 1 still runs
       warpgroup_fence_operand(tSrS);
       release(&smem.k_empty[s]);
-      if (n == n_tiles - 1) release(&smem.q_empty);
+      if (n == n_tiles - 1) release(&smem.q_empty[qs]);
       scores_to_p<kSoftmax>(S, cS, m0, n * kBlockN, tile.len, p.causal, scale, st);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
@@ -539,7 +557,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       const float row_sum = kSoftmax ? quad_sum(st.row_sum[r]) : 1.f;  // every lane of the quad joins
       if (i >= tile.len) continue;
       const float out_scale = kSoftmax ? 1.f / row_sum : p.inv_max_seq_len;
-      T* row = p.out + (tile.start + i) * out_row + static_cast<int64_t>(tile.h) * D;
+      T* row = p.out + static_cast<int64_t>(tile.start + i) * out_row + static_cast<int64_t>(tile.h) * D;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(O); c += 2) {
         store_pair(row + get<1>(cO(r, c)), O(r, c) * out_scale, O(r, c + 1) * out_scale);
@@ -562,8 +580,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_consta
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    FullBarrier::init(&smem.q_full, 1);
-    EmptyBarrier::init(&smem.q_empty, kConsumerWarpgroups);
+    for (int s = 0; s < Tr::kQStages; ++s) {
+      FullBarrier::init(&smem.q_full[s], 1);
+      EmptyBarrier::init(&smem.q_empty[s], kConsumerWarpgroups);
+    }
     for (int s = 0; s < Tr::kStages; ++s) {
       FullBarrier::init(&smem.k_full[s], 1);
       FullBarrier::init(&smem.v_full[s], 1);
