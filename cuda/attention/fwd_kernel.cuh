@@ -382,6 +382,12 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   // The next tile is taken one ahead, while this tile's loads are in flight, and its Q rows (read
   // once, from DRAM) are pulled into L2 then: with one Q buffer the consumers hand it back only at
   // their last S of a tile, a step or two before they need the next Q, less than a DRAM round trip.
+  // Waits until the consumers are done with the Q buffer of hand-over tile_count; returns it.
+  auto free_q_buffer = [&]() {
+    const int qs = tile_count % kQStages;
+    EmptyBarrier::wait(&smem.q_empty[qs], ((tile_count / kQStages) & 1) ^ 1);
+    return qs;
+  };
   bool has_tile = source.next(tile);
   if (has_tile && leader) prefetch(p.tma_q, get<0>(q_copy(tile, 0)));
   for (; has_tile; ++tile_count) {
@@ -413,8 +419,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
     // K(n + 1) would hold K(n + 1) behind that later release. K(0) goes before waiting for Q's
     // buffer (FA3's order): its stage is usually free by then.
     load_k(0, kv_count);
-    const int qs = tile_count % kQStages;
-    EmptyBarrier::wait(&smem.q_empty[qs], ((tile_count / kQStages) & 1) ^ 1);
+    const int qs = free_q_buffer();
     if (leader) {
       smem.tiles[tile_count & 1] = tile;  // visible to the consumers through q_full's arrival
       FullBarrier::arrive_and_expect_tx(&smem.q_full[qs], Tr::kQBytes);
@@ -438,8 +443,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
     tile = next;
   }
   // No tile is left: hand the consumers a tile with len < 0 once they are done with that buffer.
-  const int qs = tile_count % kQStages;
-  EmptyBarrier::wait(&smem.q_empty[qs], ((tile_count / kQStages) & 1) ^ 1);
+  const int qs = free_q_buffer();
   if (leader) {
     smem.tiles[tile_count & 1] = WorkTile{0, -1, 0, 0};
     FullBarrier::arrive(&smem.q_full[qs]);
