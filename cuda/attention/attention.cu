@@ -23,14 +23,15 @@ namespace {
 constexpr int kPrologueThreads = 256;
 constexpr int kAlignElems = 8;  // 16 bytes: TMA's address and stride granularity
 constexpr int64_t kGroupWaves = 2;  // see group_pairs below
-// Sort keys are q blocks per sequence; sequences of more than 2047 blocks (262K rows) share the
-// last bucket, where their order among themselves matters little.
+// Sort keys are 128-row blocks per sequence, whatever the tiling; sequences of more than 2047
+// blocks (262K rows) share the last bucket, where their order among themselves matters little.
+constexpr int kSortBlockRows = 128;
 constexpr int kOrderBuckets = 2048;
 constexpr int kOrderPerThread = kOrderBuckets / kPrologueThreads;
 // Sequences a thread of the sorting block keys per round, their loads in flight together: 2048 a
 // round. The block runs beside the B per-sequence blocks, which take longer for large B.
 constexpr int kOrderLoads = 8;
-// Sequences are sorted when max_seq_len spans at least this many q blocks. With at most 4 a
+// Sequences are sorted when max_seq_len spans at least this many 128-row blocks. With at most 4 a
 // late long sequence leaves a short tail, and index order ran up to 7% faster at N = 256 and 512
 // (run 13); from 8 blocks (N = 1024 and up) the sorted order ran 7-27% faster.
 constexpr int64_t kSortMinBlocks = 5;
@@ -73,7 +74,7 @@ __device__ void order_sequences(const IndexT* offsets, int64_t batch, int64_t to
       const int64_t start = min(max(static_cast<int64_t>(offsets[b]), int64_t{0}), total);
       const int64_t end = min(max(static_cast<int64_t>(offsets[b + 1]), int64_t{0}), total);
       const int64_t len = min(max(end - start, int64_t{0}), max_seq_len);
-      key[i] = static_cast<int>(min((len + kBlockM - 1) / kBlockM, int64_t{kOrderBuckets - 1}));
+      key[i] = static_cast<int>(min((len + kSortBlockRows - 1) / kSortBlockRows, int64_t{kOrderBuckets - 1}));
     }
   };
   constexpr int64_t kRound = int64_t{kPrologueThreads} * kOrderLoads;
@@ -136,17 +137,18 @@ __global__ void __launch_bounds__(kPrologueThreads) prologue(const IndexT* offse
   clear_rows(out, lse, start + min(end - start, max(max_seq_len, int64_t{0})), end, row_elems, heads, total);
 }
 
-// q blocks of the longest possible sequence: a sequence's used rows never exceed min(max_seq_len, total).
-int64_t q_blocks(const AttentionForwardArgs& a) {
+// Blocks of block_m rows in the longest possible sequence: a sequence's used rows never exceed
+// min(max_seq_len, total).
+int64_t q_blocks(const AttentionForwardArgs& a, int block_m) {
   const int64_t rows = a.max_seq_len < a.total ? a.max_seq_len : a.total;
-  return rows > 0 ? (rows + kBlockM - 1) / kBlockM : 0;
+  return rows > 0 ? (rows + block_m - 1) / block_m : 0;
 }
 
-template <typename T, int D, typename IndexT>
+template <typename T, int D, typename IndexT, class Tl>
 LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   const IndexT* offsets = static_cast<const IndexT*>(a.offsets);
   int32_t* workspace = static_cast<int32_t*>(a.workspace);
-  const bool sort = q_blocks(a) >= kSortMinBlocks;
+  const bool sort = q_blocks(a, kSortBlockRows) >= kSortMinBlocks;
   prologue<IndexT><<<static_cast<unsigned>(a.batch + 1), kPrologueThreads, 0, stream>>>(
       offsets, a.batch, a.total, a.max_seq_len, a.out, a.lse, a.heads, static_cast<int64_t>(a.heads) * D,
       a.errors, a.error_op, workspace, sort);
@@ -154,9 +156,9 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.total == 0 || a.max_seq_len <= 0) return nullptr;
   if (LaunchError e = bind_device_context()) return e;  // before the TMA descriptors
 
-  using Tr = Traits<T, D>;
+  using Tr = Traits<T, D, Tl>;
   const int total = static_cast<int>(a.total);
-  Params<T, D, IndexT> p{
+  Params<T, D, IndexT, Tl> p{
       Tr::tma_q(static_cast<const T*>(a.q), total, a.heads, a.q_row_stride, a.q_head_stride),
       Tr::tma_k(static_cast<const T*>(a.k), total, a.heads, a.k_row_stride, a.k_head_stride),
       Tr::tma_v(static_cast<const T*>(a.v), total, a.heads, a.v_row_stride, a.v_head_stride),
@@ -177,28 +179,29 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
       a.causal,
       a.alpha,
       a.inv_max_seq_len};
-  p.num_m_blocks = static_cast<int32_t>(q_blocks(a));
-  const int64_t tiles = q_blocks(a) * a.batch * a.heads;
+  p.num_m_blocks = static_cast<int32_t>(q_blocks(a, Tl::kBlockM));
+  const int64_t tiles = p.num_m_blocks * a.batch * a.heads;
   p.num_tiles = static_cast<int32_t>(tiles);
-  // Groups of pairs holding about kGroupWaves x the CTAs in flight (one per SM) in tiles: about
-  // half the tiles are empty under uniform lengths, so the tiles running at once come from one or
-  // two groups, whose K/V (<= ~20 MB at D = 128) stay in the 50 MB L2 while every q block of
-  // the group streams them.
+  // Groups of pairs holding about kGroupWaves x the tiles in flight (a pipe's, one CTA per SM) in
+  // tiles: about half the tiles are empty under uniform lengths, so the tiles running at once come
+  // from one or two groups, whose K/V (<= ~20 MB at D = 128) stay in the 50 MB L2 while every q
+  // block of the group streams them.
   const int64_t sms = a.sm_count > 0 ? a.sm_count : 1;
-  const int64_t group = (kGroupWaves * sms + p.num_m_blocks - 1) / p.num_m_blocks;
+  const int64_t group = (kGroupWaves * sms * Tl::kPipes + p.num_m_blocks - 1) / p.num_m_blocks;
   const int64_t pairs = a.batch * a.heads;
   p.group_pairs = static_cast<int32_t>(group < 1 ? 1 : group > pairs ? pairs : group);
   const int64_t ctas = tiles < sms ? tiles : sms;  // persistent: one CTA per SM
   if (ctas == 0) return nullptr;
-  if (tiles < kSingleGrabTiles * ctas) p.tile_grab = 1;
+  if (tiles < kSingleGrabTiles * ctas * Tl::kPipes) p.tile_grab = 1;
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
-  return launch_with_smem(attention_fwd<T, D, IndexT>, ctas, smem, stream, p);
+  return launch_with_smem(attention_fwd<T, D, IndexT, Tl>, ctas, smem, stream, p);
 }
 
-// Kernel index -> head dim (both kinds, both 16-bit dtypes each).
-constexpr int kHeadDims[] = {64, 128};
-const char* const kNames[] = {"hopper_d64_128x128", "hopper_d128_128x128"};
+// Kernel index -> head dim and tiling (both kinds, both 16-bit dtypes each).
+constexpr int kHeadDims[] = {64, 128, 64, 128};
+constexpr bool kSmallTiles[] = {false, false, true, true};  // Tiles64x64, else Tiles128x128
+const char* const kNames[] = {"hopper_d64_128x128", "hopper_d128_128x128", "hopper_d64_64x64", "hopper_d128_64x64"};
 constexpr int kNumKernels = sizeof(kNames) / sizeof(kNames[0]);
 
 bool aligned(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % (kAlignElems * 2) == 0; }
@@ -229,12 +232,12 @@ LaunchError attention_supports(const AttentionForwardArgs& a, const AttentionKer
     return "native attention: offsets must be int32 or int64";
   }
   if (a.dqk != a.dv || a.dqk != kHeadDims[config.kernel]) {
-    return config.kernel == 0 ? "native attention: kernel hopper_d64 needs dqk = dv = 64"
-                              : "native attention: kernel hopper_d128 needs dqk = dv = 128";
+    return kHeadDims[config.kernel] == 64 ? "native attention: kernel hopper_d64 needs dqk = dv = 64"
+                                          : "native attention: kernel hopper_d128 needs dqk = dv = 128";
   }
   // TMA coordinates are int32, and a tile may start up to one tile past the last row.
   if (a.total >= (int64_t{1} << 30) || a.heads <= 0) return "native attention: needs total rows < 2^30, heads >= 1";
-  if (q_blocks(a) * a.batch * a.heads > (int64_t{1} << 30)) {
+  if (q_blocks(a, Tiles64x64::kBlockM) * a.batch * a.heads > (int64_t{1} << 30)) {
     return "native attention: needs (q blocks x sequences x heads) <= 2^30";
   }
   if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.out)) {
@@ -256,8 +259,13 @@ LaunchError launch_attention_forward(const AttentionForwardArgs& a, const Attent
                                      void* stream) {
   using namespace cuda::attention;
   if (LaunchError e = attention_supports(a, config)) return e;
+  const bool small = kSmallTiles[config.kernel];
   return dispatch_types(a.dtype, kHeadDims[config.kernel], a.offsets_dtype, [&](auto t, auto d, auto i) {
-    return launch_typed<decltype(t), decltype(d)::value, decltype(i)>(a, static_cast<cudaStream_t>(stream));
+    using T = decltype(t);
+    using IndexT = decltype(i);
+    constexpr int D = decltype(d)::value;
+    auto s = static_cast<cudaStream_t>(stream);
+    return small ? launch_typed<T, D, IndexT, Tiles64x64>(a, s) : launch_typed<T, D, IndexT, Tiles128x128>(a, s);
   });
 }
 

@@ -1,16 +1,18 @@
 // The Hopper attention forward kernel (attention.h): persistent and warp-specialized. A CTA is one
-// producer warpgroup (one warp issues every TMA load; its registers are handed to the consumers)
-// and two consumer warpgroups of 64 query rows each. A tile is 128 query rows of one (sequence,
-// head). The producer warp takes tiles from a counter in global memory (the prologue zeroes it
-// and, for long enough sequences, sorts them longest first), a few at a time, and hands each one
-// with rows to the consumers in shared memory: tile costs vary with the sequences' lengths, and a
-// fixed share per CTA left the last CTAs running alone. Q and the K/V stages arrive by TMA on
-// mbarriers ("full"); the consumers hand each K and V buffer back on its "empty" barrier, so the
-// producer runs ahead across key tiles and into the next query tile. In a consumer, S = Q K^T (wgmma from
-// shared memory) of key tile n+1 is issued before O += P V (wgmma, P from registers) of tile n, and
-// P = f(S) of tile n+1 runs while that product is on the tensor cores. Rows past the sequence are
-// loaded (the next sequence's rows, or TMA's zero fill past the tensor) but masked as keys and
-// never stored. Included by attention.cu only.
+// producer warpgroup (a warp of it per pipe issues that pipe's TMA loads; its registers are handed
+// to the consumers) and two consumer warpgroups of 64 query rows each. A tile is 128 query rows of
+// one (sequence, head), both consumer warpgroups on it (Tiling<128, 128>), or 64 rows, each consumer
+// warpgroup with a pipe of its own: its producer warp, Q and K/V buffers and barriers
+// (Tiling<64, 64>). A producer warp takes tiles from a counter in global memory (the prologue
+// zeroes it and, for long enough sequences, sorts them longest first), a few at a time, and hands
+// each one with rows to its consumers in shared memory: tile costs vary with the sequences'
+// lengths, and a fixed share per CTA left the last CTAs running alone. Q and the K/V stages arrive
+// by TMA on mbarriers ("full"); the consumers hand each K and V buffer back on its "empty" barrier,
+// so the producer runs ahead across key tiles and into the next query tile. In a consumer, S = Q K^T
+// (wgmma from shared memory) of key tile n+1 is issued before O += P V (wgmma, P from registers) of
+// tile n, and P = f(S) of tile n+1 runs while that product is on the tensor cores. Rows past the
+// sequence are loaded (the next sequence's rows, or TMA's zero fill past the tensor) but masked as
+// keys and never stored. Included by attention.cu only.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -27,10 +29,6 @@ namespace attention {
 
 using namespace cute;
 
-// 128 query rows = 2 consumer warpgroups x wgmma's M of 64; 128 keys per step: S is 64 fp32
-// registers per thread, O (D = 128) 64 more and P 32, with S of the next tile overlapping P V.
-constexpr int kBlockM = 128;
-constexpr int kBlockN = 128;
 constexpr int kConsumerThreads = 256;
 constexpr int kConsumerWarpgroups = kConsumerThreads / 128;
 constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
@@ -38,21 +36,45 @@ constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 
+// A forward tiling: kM query rows a tile (wgmma's M of 64 per consumer warpgroup on it) x kN keys
+// a step. 128 x 128: both consumer warpgroups on one tile; S is 64 fp32 registers a thread, O
+// (D = 128) 64 more and P 32, with S of the next step overlapping P V. 64 x 64: each consumer
+// warpgroup runs its own tiles (a pipe each): causal tiles of short sequences compute fewer masked
+// scores (the useful share 0.34 -> 0.54 at N = 256 under uniform lengths, bench/attention/NOTES.md)
+// and the two warpgroups' chains (S, f(S), P V, epilogue) overlap instead of running in lockstep;
+// each pipe loads its own K/V, twice the L2 reads of 128 x 128 a query row.
+template <int kM, int kN>
+struct Tiling {
+  static constexpr int kBlockM = kM;
+  static constexpr int kBlockN = kN;
+  static constexpr int kTileWarpgroups = kM / 64;
+  static constexpr int kPipes = kConsumerWarpgroups / kTileWarpgroups;
+  // setmaxnreg: a producer warp per pipe, each holding its own tiles and loop, spilled at 24
+  // registers with two pipes; 64-key steps leave the consumers room (S 32, P 16, O 64 at D = 128).
+  static constexpr int kProducerRegs = kPipes == 1 ? mymetaops::cuda::attention::kProducerRegs : 40;
+  static constexpr int kConsumerRegs = kPipes == 1 ? mymetaops::cuda::attention::kConsumerRegs : 232;
+  static_assert(kProducerRegs + kConsumerWarpgroups * kConsumerRegs <= 512, "the register file at one CTA per SM");
+  static_assert(kM % 64 == 0 && kConsumerWarpgroups % kTileWarpgroups == 0, "64 query rows per consumer warpgroup");
+};
+using Tiles128x128 = Tiling<128, 128>;
+using Tiles64x64 = Tiling<64, 64>;
+
 using FullBarrier = cutlass::arch::ClusterTransactionBarrier;  // a TMA load's arrival and bytes
 // One arrival per consumer warpgroup, by its first thread: a wgmma completes for its whole
 // warpgroup at once, so after warpgroup_wait one thread may hand the operands back (as CUTLASS's
 // PipelineTmaAsync does) instead of 256 arrivals a buffer.
 using EmptyBarrier = cutlass::arch::ClusterBarrier;
 
-template <int D>
+template <int D, class Tl>
 struct StagesFor {
-  // K/V stages in flight: 3 beside Q take 224 KB at D = 128 (of 227), 112 KB at D = 64. Two
-  // stages ran the D = 128 long shape at 273 TFLOP/s on the H200: a key tile takes about as long
-  // to arrive as two take to compute.
-  static constexpr int value = 3;
-  // Q buffers. At D = 64 a second one (128 KB in all) lets the producer load the next tile's Q
-  // while this tile runs: short sequences make tiles of one or two key steps, too short to hide a
-  // Q load issued at their last S. At D = 128 it would cost a K/V stage (32 KB).
+  // K/V stages in flight. 128 x 128: 3 beside Q take 224 KB at D = 128 (of 227); two stages ran
+  // the long shape at 273 TFLOP/s on the H200: a key tile takes about as long to arrive as two
+  // take to compute (4 or 6 at D = 64 bought nothing, run 32). 64 x 64: 3 a pipe at D = 128 (two
+  // pipes of 112 KB), as many 64-key steps in flight per SM as 128 x 128 has 128-key ones.
+  static constexpr int value = Tl::kPipes == 1 || D > 64 ? 3 : 4;
+  // Q buffers a pipe. At D = 64 a second one lets the producer load the next tile's Q while this
+  // tile runs: short sequences make tiles of one or two key steps, too short to hide a Q load
+  // issued at their last S (7% at B512 N256, run 31). At D = 128 it would cost a K/V stage.
   static constexpr int q = D <= 64 ? 2 : 1;
 };
 
@@ -65,32 +87,34 @@ __device__ __forceinline__ void sequence_rows(const IndexT* offsets, int64_t b, 
   len = static_cast<int32_t>(min(max(end - start, int64_t{0}), max_seq_len));
 }
 
-// One tile: 128 query rows (block m_block) of sequence b, head h; rows [start, start + len);
-// len < 0: no tile is left (the producer's last hand-over). 32-bit: the launcher takes fewer than
+// One tile: the query rows of block m_block (Tiling::kBlockM a block) of sequence b, head h; rows
+// [start, start + len); len < 0: no tile is left (the producer's last hand-over). 32-bit: the launcher takes fewer than
 // 2^30 rows, and the producer warp holds three of these in its 24 registers.
 struct WorkTile {
   int32_t start, len, m_block, h;
 };
 
-template <typename T, int D>
+template <typename T, int D, class Tl = Tiles128x128>
 struct Traits {
-  static constexpr int kStages = StagesFor<D>::value;
-  static constexpr int kQStages = StagesFor<D>::q;
+  static constexpr int kStages = StagesFor<D, Tl>::value;
+  static constexpr int kQStages = StagesFor<D, Tl>::q;
+  static constexpr int kBlockM = Tl::kBlockM;
+  static constexpr int kBlockN = Tl::kBlockN;
   using BM = Int<kBlockM>;
   using BN = Int<kBlockN>;
+  using TileWarpgroups = Layout<Shape<Int<Tl::kTileWarpgroups>, _1, _1>>;
   using HD = Int<D>;
   // Q, K: D contiguous (K-major for both wgmma operands). V: stored as (D, keys) with D contiguous,
   // i.e. MN-major for the B operand of P V, so it loads straight from [rows, D] by TMA.
   using SmemQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<BM, HD>{}));  // one buffer
   using SmemK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<BN, HD, Int<kStages>>{}));
   using SmemV = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<T>{}, Shape<HD, BN, Int<kStages>>{}));
-  using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, BN, HD>>(),
-                                       Layout<Shape<_2, _1, _1>>{}));
+  using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<T, T, float, Shape<_64, BN, HD>>(), TileWarpgroups{}));
   using MmaO = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<T, T, float, Shape<_64, HD, BN>, GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      GMMA::rs_op_selector<T, T, float, Shape<_64, HD, BN>, GMMA::Major::K, GMMA::Major::MN>(), TileWarpgroups{}));
 
-  struct alignas(1024) Smem {
+  // One pipe: a producer warp's tiles, buffers and barriers, and the consumer warpgroups on them.
+  struct alignas(1024) Pipe {
     alignas(1024) T q[kQStages][cosize_v<SmemQ>];  // 1024: the 128-byte swizzle's period
     alignas(1024) T k[cosize_v<SmemK>];
     alignas(1024) T v[cosize_v<SmemV>];
@@ -99,10 +123,13 @@ struct Traits {
     // K of a stage is free once S of its tile is done, V once P V is: K loads start a step earlier.
     uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
   };
+  struct Smem {
+    Pipe pipes[Tl::kPipes];
+  };
 
-  __device__ static auto smem_q(Smem& s, int stage) { return make_tensor(make_smem_ptr(s.q[stage]), SmemQ{}); }
-  __device__ static auto smem_k(Smem& s) { return make_tensor(make_smem_ptr(s.k), SmemK{}); }
-  __device__ static auto smem_v(Smem& s) { return make_tensor(make_smem_ptr(s.v), SmemV{}); }
+  __device__ static auto smem_q(Pipe& s, int stage) { return make_tensor(make_smem_ptr(s.q[stage]), SmemQ{}); }
+  __device__ static auto smem_k(Pipe& s) { return make_tensor(make_smem_ptr(s.k), SmemK{}); }
+  __device__ static auto smem_v(Pipe& s) { return make_tensor(make_smem_ptr(s.v), SmemV{}); }
 
   // Global views: q/k as (rows, D, heads), v as (D, rows, heads); element strides.
   static auto qk_tensor(const T* p, int total, int heads, int64_t row_stride, int64_t head_stride) {
@@ -129,11 +156,11 @@ struct Traits {
   static constexpr uint32_t kKVBytes = kBlockN * D * sizeof(T);
 };
 
-template <typename T, int D, typename IndexT>
+template <typename T, int D, typename IndexT, class Tl>
 struct Params {
-  typename Traits<T, D>::TmaQ tma_q;
-  typename Traits<T, D>::TmaK tma_k;
-  typename Traits<T, D>::TmaV tma_v;
+  typename Traits<T, D, Tl>::TmaQ tma_q;
+  typename Traits<T, D, Tl>::TmaK tma_k;
+  typename Traits<T, D, Tl>::TmaV tma_v;
   const IndexT* offsets;
   const int32_t* order;   // [batch]: sequences by q blocks, descending (order_sequences); null: index order
   int32_t* tile_counter;  // the next tile index to hand out, 0 at launch (the prologue zeroes it)
@@ -154,8 +181,8 @@ struct Params {
 // group's, so the CTAs in flight share the K/V of a few pairs in L2. Within a group the q block
 // is the outer index, descending: under the causal mask the last blocks see the most keys, so the
 // cheap ones fill the tail, and (sorted) the launch's last groups hold the shortest sequences.
-template <typename T, int D, typename IndexT>
-__device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT>& p, int32_t t) {
+template <typename T, int D, typename IndexT, class Tl>
+__device__ __forceinline__ WorkTile tile_at(const Params<T, D, IndexT, Tl>& p, int32_t t) {
   // Unsigned 32-bit: the launcher bounds the tile count below 2^31, and the producer warp decodes
   // in 24 registers (64-bit divides are subroutine calls whose saved registers spill; signed ones
   // hold their signs through the fix-ups).
@@ -191,9 +218,9 @@ constexpr int kSingleGrabTiles = 8;
 // The producer warp's source of tiles with rows, in grab order. Each grab is one atomic of lane 0;
 // lane i < tile_grab decodes candidate base + i, and `pending` holds the lanes whose candidate has
 // rows and is not handed out yet.
-template <typename T, int D, typename IndexT>
+template <typename T, int D, typename IndexT, class Tl>
 struct TileSource {
-  const Params<T, D, IndexT>& p;
+  const Params<T, D, IndexT, Tl>& p;
   WorkTile candidate{};
   uint32_t pending = 0;
 
@@ -209,7 +236,7 @@ struct TileSource {
       bool has_rows = false;
       if (lane < p.tile_grab && mine < p.num_tiles) {
         candidate = tile_at(p, mine);
-        has_rows = candidate.m_block * kBlockM < candidate.len;
+        has_rows = candidate.m_block * Tl::kBlockM < candidate.len;
       }
       pending = __ballot_sync(0xffffffffu, has_rows);
     }
@@ -224,10 +251,11 @@ struct TileSource {
 };
 
 // Key tiles a q block visits: those up to its last row when causal, else the whole sequence.
+template <class Tl>
 __device__ __forceinline__ int key_tiles(const WorkTile& tile, bool causal) {
-  const int m0 = tile.m_block * kBlockM;
-  const int key_end = causal ? min(m0 + kBlockM, tile.len) : tile.len;
-  return (key_end + kBlockN - 1) / kBlockN;
+  const int m0 = tile.m_block * Tl::kBlockM;
+  const int key_end = causal ? min(m0 + Tl::kBlockM, tile.len) : tile.len;
+  return (key_end + Tl::kBlockN - 1) / Tl::kBlockN;
 }
 
 // The accumulator's ((2, 2, N/8), M, N) per-thread layout as (rows, cols): mode 0.1 and M index
@@ -300,7 +328,7 @@ struct SoftmaxState {
 // when causal) become 0 after f. HSTU: f = silu(alpha s). Softmax: exp2(alpha log2e s - max), the
 // state's max and sum updated and the factor O needs before this tile's P V kept in rescale.
 template <bool kMask, bool kSoftmax, class TS, class TC, int kRows>
-__device__ __forceinline__ void scores_to_p(TS& S, const TC& cS, int m0, int n0, int len, bool causal,
+__device__ __forceinline__ void scores_to_p_masked(TS& S, const TC& cS, int m0, int n0, int len, bool causal,
                                             float scale, SoftmaxState<kRows>& st) {
   auto masked = [&](int r, int c) {
     const int j = n0 + get<1>(cS(r, c));
@@ -343,20 +371,21 @@ __device__ __forceinline__ void scores_to_p(TS& S, const TC& cS, int m0, int n0,
   }
 }
 
-template <bool kSoftmax, class TS, class TC, int kRows>
+template <int kBlockN, bool kSoftmax, class TS, class TC, int kRows>
 __device__ __forceinline__ void scores_to_p(TS& S, const TC& cS, int m0, int n0, int len, bool causal,
                                             float scale, SoftmaxState<kRows>& st) {
   // Keys past the sequence, and past the q block's first row when causal, need the mask.
   if (n0 + kBlockN > len || (causal && n0 + kBlockN > m0)) {
-    scores_to_p<true, kSoftmax>(S, cS, m0, n0, len, causal, scale, st);
+    scores_to_p_masked<true, kSoftmax>(S, cS, m0, n0, len, causal, scale, st);
   } else {
-    scores_to_p<false, kSoftmax>(S, cS, m0, n0, len, causal, scale, st);
+    scores_to_p_masked<false, kSoftmax>(S, cS, m0, n0, len, causal, scale, st);
   }
 }
 
-template <typename T, int D, typename IndexT>
-__device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename Traits<T, D>::Smem& smem) {
-  using Tr = Traits<T, D>;
+// By one warp: the loads of one pipe.
+template <typename T, int D, typename IndexT, class Tl>
+__device__ __forceinline__ void produce(const Params<T, D, IndexT, Tl>& p, typename Traits<T, D, Tl>::Pipe& smem) {
+  using Tr = Traits<T, D, Tl>;
   using BM = typename Tr::BM;
   using BN = typename Tr::BN;
   using HD = typename Tr::HD;
@@ -368,7 +397,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   Tensor mQ = p.tma_q.get_tma_tensor(make_shape(total, HD{}, p.heads));
   Tensor mK = p.tma_k.get_tma_tensor(make_shape(total, HD{}, p.heads));
   Tensor mV = p.tma_v.get_tma_tensor(make_shape(HD{}, total, p.heads));
-  const bool leader = threadIdx.x == 0;
+  const bool leader = threadIdx.x % 32 == 0;
   // Q of a tile into buffer stage, as the TMA partition's (global source, shared destination).
   auto q_copy = [&](const WorkTile& t, int stage) {
     Tensor sQ = Tr::smem_q(smem, stage);
@@ -378,7 +407,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   };
   int kv_count = 0, tile_count = 0;
   WorkTile tile, next;
-  TileSource<T, D, IndexT> source{p};
+  TileSource<T, D, IndexT, Tl> source{p};
   // The next tile is taken one ahead, while this tile's loads are in flight, and its Q rows (read
   // once, from DRAM) are pulled into L2 then: with one Q buffer the consumers hand it back only at
   // their last S of a tile, a step or two before they need the next Q, less than a DRAM round trip.
@@ -426,7 +455,7 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
       auto tQ = q_copy(tile, qs);
       copy(p.tma_q.with(smem.q_full[qs]), get<0>(tQ), get<1>(tQ));
     }
-    const int n_tiles = key_tiles(tile, p.causal);  // >= 1: the tile has rows
+    const int n_tiles = key_tiles<Tl>(tile, p.causal);  // >= 1: the tile has rows
     if (n_tiles > 1) load_k(1, kv_count + 1);
     load_v(0, kv_count);
     // The next tile only after V(0): taking one is a chain of global round trips (the counter's
@@ -450,15 +479,18 @@ __device__ __forceinline__ void produce(const Params<T, D, IndexT>& p, typename 
   }
 }
 
-template <bool kSoftmax, typename T, int D, typename IndexT>
-__device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename Traits<T, D>::Smem& smem) {
-  using Tr = Traits<T, D>;
+// By the consumer warpgroups of one pipe; tid: the thread's index among them.
+template <bool kSoftmax, typename T, int D, typename IndexT, class Tl>
+__device__ __forceinline__ void consume(const Params<T, D, IndexT, Tl>& p, typename Traits<T, D, Tl>::Pipe& smem,
+                                        int tid) {
+  using Tr = Traits<T, D, Tl>;
+  constexpr int kBlockM = Tr::kBlockM;
+  constexpr int kBlockN = Tr::kBlockN;
   using BM = typename Tr::BM;
   using BN = typename Tr::BN;
   using HD = typename Tr::HD;
   constexpr int kStages = Tr::kStages;
   constexpr int kQStages = Tr::kQStages;
-  const int tid = threadIdx.x - 128;
   auto release = [&](uint64_t* barrier) {
     if (tid % 128 == 0) EmptyBarrier::arrive(barrier);
   };
@@ -508,7 +540,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     if (tile.len < 0) break;
     Tensor tSrQ = thr_s.partition_fragment_A(Tr::smem_q(smem, qs));
     const int m0 = tile.m_block * kBlockM;
-    const int n_tiles = key_tiles(tile, p.causal);
+    const int n_tiles = key_tiles<Tl>(tile, p.causal);
     SoftmaxState<kRows> st;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) st.row_max[r] = -INFINITY, st.row_sum[r] = 0.f, st.rescale[r] = 1.f;
@@ -520,7 +552,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
     warpgroup_fence_operand(tSrS);
     release(&smem.k_empty[s]);
     if (n_tiles == 1) release(&smem.q_empty[qs]);
-    scores_to_p<kSoftmax>(S, cS, m0, 0, tile.len, p.causal, scale, st);
+    scores_to_p<kBlockN, kSoftmax>(S, cS, m0, 0, tile.len, p.causal, scale, st);
     to_p();
     clear(tOrO);
     for (int n = 1; n < n_tiles; ++n) {
@@ -537,7 +569,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
       warpgroup_fence_operand(tSrS);
       release(&smem.k_empty[s]);
       if (n == n_tiles - 1) release(&smem.q_empty[qs]);
-      scores_to_p<kSoftmax>(S, cS, m0, n * kBlockN, tile.len, p.causal, scale, st);
+      scores_to_p<kBlockN, kSoftmax>(S, cS, m0, n * kBlockN, tile.len, p.causal, scale, st);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       warpgroup_fence_operand(tOrP);
@@ -574,38 +606,51 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT>& p, typename 
   }
 }
 
-template <typename T, int D, typename IndexT>
-__global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_constant__ Params<T, D, IndexT> p) {
+template <typename T, int D, typename IndexT, class Tl>
+__global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_constant__ Params<T, D, IndexT, Tl> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = Traits<T, D>;
+  using Tr = Traits<T, D, Tl>;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::Smem*>(smem_raw);
+  // With one pipe its address is a constant: a pipe index from threadIdx.x made ptxas keep shared
+  // memory addresses in registers and spill the D = 128 consumer.
+  auto pipe_of = [](typename Tr::Smem& s, int i) -> typename Tr::Pipe& { return s.pipes[Tl::kPipes == 1 ? 0 : i]; };
   if (threadIdx.x == 0) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
-    for (int s = 0; s < Tr::kQStages; ++s) {
-      FullBarrier::init(&smem.q_full[s], 1);
-      EmptyBarrier::init(&smem.q_empty[s], kConsumerWarpgroups);
-    }
-    for (int s = 0; s < Tr::kStages; ++s) {
-      FullBarrier::init(&smem.k_full[s], 1);
-      FullBarrier::init(&smem.v_full[s], 1);
-      EmptyBarrier::init(&smem.k_empty[s], kConsumerWarpgroups);
-      EmptyBarrier::init(&smem.v_empty[s], kConsumerWarpgroups);
+    for (auto& pipe : smem.pipes) {
+      for (int s = 0; s < Tr::kQStages; ++s) {
+        FullBarrier::init(&pipe.q_full[s], 1);
+        EmptyBarrier::init(&pipe.q_empty[s], Tl::kTileWarpgroups);
+      }
+      for (int s = 0; s < Tr::kStages; ++s) {
+        FullBarrier::init(&pipe.k_full[s], 1);
+        FullBarrier::init(&pipe.v_full[s], 1);
+        EmptyBarrier::init(&pipe.k_empty[s], Tl::kTileWarpgroups);
+        EmptyBarrier::init(&pipe.v_empty[s], Tl::kTileWarpgroups);
+      }
     }
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();  // barriers initialized before anyone waits on them; no block barrier after this
   if (threadIdx.x < 128) {
-    cutlass::arch::warpgroup_reg_dealloc<kProducerRegs>();
-    if (threadIdx.x < 32) produce(p, smem);
+    cutlass::arch::warpgroup_reg_dealloc<Tl::kProducerRegs>();
+    // A call per pipe: each with its pipe's addresses as constants (a pipe index in one of the
+    // producer's 24 registers spilled it).
+    static_assert(Tl::kPipes <= 2, "a producer call per pipe");
+    const int warp = threadIdx.x / 32;
+    if (warp == 0) produce(p, smem.pipes[0]);
+    if (Tl::kPipes == 2 && warp == 1) produce(p, smem.pipes[Tl::kPipes - 1]);
   } else {
-    cutlass::arch::warpgroup_reg_alloc<kConsumerRegs>();
+    cutlass::arch::warpgroup_reg_alloc<Tl::kConsumerRegs>();
+    constexpr int kPipeThreads = Tl::kTileWarpgroups * 128;
+    const int consumer = threadIdx.x - 128;
+    auto& pipe = pipe_of(smem, consumer / kPipeThreads);
     if (p.softmax) {
-      consume<true>(p, smem);
+      consume<true>(p, pipe, consumer % kPipeThreads);
     } else {
-      consume<false>(p, smem);
+      consume<false>(p, pipe, consumer % kPipeThreads);
     }
   }
 #else

@@ -79,6 +79,9 @@ class NativeKernel:
     # by too few tiles bound the time, which larger tiles lengthen. The dispatch decides on a
     # bucket's middle problem (B, N, T within ~9%), so the threshold keeps a margin on both sides.
     min_steps_per_chain: float = 0.0
+    # Per op of `ops`, the max_seq_len range (lo, hi] where it is offered; () = every length. Where
+    # two native tilings run the same head dim, each is offered where it measured faster.
+    offered_len: tuple[tuple[int, int], ...] = ()
     # Bytes a (row, head, dim) moves in passes outside the kernel: the fused dQ's fp32 buffer is
     # zeroed (4), read and converted to dtype (4 + 2).
     pass_bytes: int = 0
@@ -92,6 +95,10 @@ HOPPER_D64_WITHHELD = ("the Hopper D = 64 kernel ran softmax up to 1.3x slower t
                        "(bench/attention run 15: B512 N256 H4, uniform lengths)")
 AMD_WITHHELD = ("the CDNA kernels (hip/attention/) have run only through the HIP-on-CUDA shim, which replaces "
                 "their MFMA steps: not offered before they pass on AMD hardware")
+# max_seq_len up to which the 64 x 64 tiling is offered instead of 128 x 128 ([M] run 36, H100:
+# 1.06-1.29x faster at N = 128-512, 1.76x at N = 64, 0.93-1.04x at N = 1024, 0.76-0.94x from 2048;
+# softmax at D = 128 only up to N = 256: 0.95x at N = 512). BIG: no upper bound.
+SHORT, SHORT_SOFTMAX_D128, BIG = 512, 256, 1 << 62
 # The mirror of the native kernels each vendor's build has (checked against _C at run time: the
 # model offers them only where the two agree).
 NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
@@ -110,11 +117,20 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # from B16 N4096 H2, equal lengths, run 15) HSTU ran 0.86-0.93x the best Triton tile at 4-25
     # steps per chain step and 1.04x at 1.5, so it is offered from 2 as at D = 128; softmax ran up
     # to 1.3x slower at 7 and is withheld.
+    # The 64 x 64 rows (a pipe per consumer warpgroup: its own producer warp, stages and 64-row
+    # tiles): [M] run 36 (H100), kernel times against 128 x 128 on 13 shapes: 1.06-1.76x faster at
+    # N <= 512 (HSTU; 1.22x at B512 N256 D64), 0.93-1.04x at N = 1024, 0.76-0.94x from N = 2048 (each
+    # pipe reads its own K / V). Efficiency: the 128 x 128 row's scaled by the two kernels' times at
+    # B32 N4096 H4 (D = 128 and D = 64) and their computed tiles there (0.96 / 0.91 useful).
     "nvidia": (
         NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (417 / 989, 328 / 989),
-                     HOPPER_D64_WITHHELD, (SOFTMAX,), min_steps_per_chain=2.0),
+                     HOPPER_D64_WITHHELD, (SOFTMAX,), min_steps_per_chain=2.0, offered_len=((SHORT, BIG), (SHORT, BIG))),
         NativeKernel("hopper_d128_128x128", (HSTU, SOFTMAX), (128,), 128, 128, (528 / 989, 441 / 989),
-                     min_steps_per_chain=2.0),
+                     min_steps_per_chain=2.0, offered_len=((SHORT, BIG), (SHORT_SOFTMAX_D128, BIG))),
+        NativeKernel("hopper_d64_64x64", (HSTU, SOFTMAX), (64,), 64, 64, (342 / 989, 267 / 989),
+                     offered_len=((0, SHORT), (0, SHORT))),
+        NativeKernel("hopper_d128_64x64", (HSTU, SOFTMAX), (128,), 64, 64, (390 / 989, 344 / 989),
+                     offered_len=((0, SHORT), (0, SHORT_SOFTMAX_D128))),
     ),
     # hip/attention/attention_fwd.hip: 4 waves x 32 q rows, K / V double-buffered in LDS, MFMA
     # 32x32x8; [A] 0.30 of the peak (no AMD GPU here; Triton's AMD tiles are assumed at 0.25).
@@ -230,6 +246,24 @@ def _estimate(p: AttentionProblem, hw: HardwareSpec, c: TritonAttentionConfig, e
     return Estimate(max(time, host), bound, detail, 1.0, 0, 1, time)
 
 
+def _row_refusal(row: NativeKernel, op: str, p: AttentionProblem, hw: HardwareSpec) -> str:
+    """Why the model does not offer this native forward row for p, which it runs ("" when it does)."""
+    if row.withheld_for(op):
+        return row.withheld_for(op)
+    if row.offered_len:
+        lo, hi = row.offered_len[row.ops.index(op)]
+        if not lo < p.max_len <= hi:
+            return (f"{row.name} is offered for max_seq_len in ({lo}, {hi}], where it measured faster than the "
+                    f"other tiling of D = {p.dqk} (bench/attention run 36)")
+    steps = _steps(p, row.block_m, row.block_n) / hw.sm_count
+    chain = p.max_len / row.block_n
+    if steps < row.min_steps_per_chain * chain:
+        return (f"{row.name} would run {steps:.1f} steps of {row.block_m} x {row.block_n} per SM against a "
+                f"chain of {chain:.1f} for the longest sequence (below {row.min_steps_per_chain:g}x it: few or "
+                f"dominant long sequences, where Triton's smaller tiles are faster)")
+    return ""
+
+
 def _hstu_arguments(q, k, v, seq_offsets, max_seq_len, alpha, causal=True, num_targets=None, max_attn_len=0,
                     contextual_seq_len=0, *, validate=False):
     """mymetaops.hstu_attention."""
@@ -292,16 +326,8 @@ class AttentionFamily(Family):
         if p.dqk != p.dv or not any(op in k.ops and p.dqk in k.dims for k in kernels):
             dims = sorted({d for k in kernels if op in k.ops for d in k.dims})
             return f"the native kernels run Dqk = Dv in {dims}, not Dqk {p.dqk} / Dv {p.dv}"
-        row = next(k for k in kernels if op in k.ops and p.dqk in k.dims)
-        if row.withheld_for(op):
-            return row.withheld_for(op)
-        steps = _steps(p, row.block_m, row.block_n) / hw.sm_count
-        chain = p.max_len / row.block_n
-        if steps < row.min_steps_per_chain * chain:
-            return (f"{row.name} would run {steps:.1f} steps of {row.block_m} x {row.block_n} per SM against a "
-                    f"chain of {chain:.1f} for the longest sequence (below {row.min_steps_per_chain:g}x it: few or "
-                    f"dominant long sequences, where Triton's smaller tiles are faster)")
-        return ""
+        # The first row's reason stands for all where none is offered.
+        return min((_row_refusal(k, op, p, hw) for k in kernels if op in k.ops and p.dqk in k.dims), key=bool)
 
     def native_backward_refusal(self, op, p, hw) -> str:
         rows = NATIVE_BACKWARD.get(hw.vendor)
@@ -323,7 +349,7 @@ class AttentionFamily(Family):
                     yield "native", c, _estimate(p, hw, c, row.efficiency[row.ops.index(op)])
             return
         for index, k in enumerate(NATIVE_KERNELS[hw.vendor]):
-            if op in k.ops and p.dqk in k.dims and not k.withheld_for(op):
+            if op in k.ops and p.dqk in k.dims and not _row_refusal(k, op, p, hw):
                 c = NativeAttentionConfig(index, k.name)
                 yield "native", c, _estimate(p, hw, c, k.efficiency[k.ops.index(op)])
 

@@ -70,7 +70,8 @@ def test_the_native_dkdv_kernel_is_chosen_for_unmasked_backwards_on_hopper(op, d
 def test_native_kernels_are_candidates_where_they_run(op):
     p = _problem(op)
     for vendor, hw in (("nvidia", HARDWARE["H200"]), ("amd", HARDWARE["MI300X"])):
-        rows = [k for k in a.NATIVE_KERNELS[vendor] if op in k.ops and p.dqk in k.dims and not k.withheld_for(op)]
+        rows = [k for k in a.NATIVE_KERNELS[vendor]
+                if op in k.ops and p.dqk in k.dims and not a._row_refusal(k, op, p, hw)]
         native = [c for c in decide(op, p, hw).candidates if c.backend == "native"]
         assert sorted(c.config.name for c in native) == sorted(k.name for k in rows)
         assert sorted(c.config.kernel for c in native) == [a.NATIVE_KERNELS[vendor].index(k) for k in rows]
@@ -87,6 +88,21 @@ def test_the_refusals_name_what_the_native_kernels_lack():
         assert family.native_refusal(a.HSTU, _problem(), HARDWARE["H200"]) == ""
     finally:
         a.NATIVE_KERNELS["nvidia"] = saved
+
+
+@pytest.mark.parametrize("op,n,dim,tiles", [
+    (a.HSTU, 256, 64, "64x64"), (a.SOFTMAX, 256, 64, "64x64"), (a.HSTU, 512, 128, "64x64"),
+    (a.SOFTMAX, 256, 128, "64x64"), (a.SOFTMAX, 512, 128, "128x128"), (a.HSTU, 1024, 128, "128x128"),
+    (a.HSTU, 1024, 64, "128x128")])
+def test_each_hopper_tiling_is_offered_where_it_measured_faster(op, n, dim, tiles):
+    """run 36: 64 x 64 (a pipe per consumer warpgroup) up to N = 512 (softmax at D = 128: 256),
+    128 x 128 above; the other tiling is refused."""
+    p = a.AttentionProblem(op, 256, n, 256 * n // 2, 4, dim, dim)
+    d = decide(op, p, HARDWARE["H200"])
+    native = [c.config.name for c in d.candidates if c.backend == "native"]
+    assert native == [f"hopper_d{dim}_{tiles}"]
+    other = next(k for k in a.NATIVE_KERNELS["nvidia"] if k.name == f"hopper_d{dim}_{'128x128' if tiles == '64x64' else '64x64'}")
+    assert a._row_refusal(other, op, p, HARDWARE["H200"])  # its range, or withheld (softmax D = 64, 128 x 128)
 
 
 def test_a_native_kernel_is_chosen_when_predicted_faster():
@@ -131,7 +147,6 @@ def test_hopper_kernel_runs_batches_of_many_sequences(op):
     (a.AttentionProblem(a.HSTU, 64, 1024, 2000, 4, 128, 128), "against a chain of 8.0"),
     # one head, few sequences: too few steps per SM
     (a.AttentionProblem(a.SOFTMAX, 32, 2048, 35000, 1, 128, 128), "against a chain of 16.0"),
-    (a.AttentionProblem(a.SOFTMAX, 512, 256, 62686, 4, 64, 64), "D = 64 kernel ran"),
 ])
 def test_hopper_kernel_is_not_offered_where_it_measured_slower(problem, why):
     d = decide(problem.op, problem, HARDWARE["H200"])
