@@ -97,8 +97,11 @@ AMD_WITHHELD = ("the CDNA kernels (hip/attention/) have run only through the HIP
                 "their MFMA steps: not offered before they pass on AMD hardware")
 # max_seq_len up to which the 64 x 64 tiling is offered instead of 128 x 128 ([M] run 36, H100:
 # 1.06-1.29x faster at N = 128-512, 1.76x at N = 64, 0.93-1.04x at N = 1024, 0.76-0.94x from 2048;
-# softmax at D = 128 only up to N = 256: 0.95x at N = 512). BIG: no upper bound.
-SHORT, SHORT_SOFTMAX_D128, BIG = 512, 256, 1 << 62
+# softmax at D = 128 only up to N = 256: 0.95x at N = 512). The dispatch decides on a bucket's middle
+# problem (N + 1 in quarter octaves: N = 512's bucket reaches 608, its middle ~558), so the cuts sit
+# past the measured lengths' buckets and below N = 1024's (run 37: the cut at 512 sent N = 512 to
+# 128 x 128, 1.04x slower). BIG: no upper bound.
+SHORT, SHORT_SOFTMAX_D128, BIG = 600, 300, 1 << 62
 # The mirror of the native kernels each vendor's build has (checked against _C at run time: the
 # model offers them only where the two agree).
 NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
