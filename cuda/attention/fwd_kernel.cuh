@@ -612,9 +612,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_consta
   using Tr = Traits<T, D, Tl>;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::Smem*>(smem_raw);
-  // With one pipe its address is a constant: a pipe index from threadIdx.x made ptxas keep shared
-  // memory addresses in registers and spill the D = 128 consumer.
-  auto pipe_of = [](typename Tr::Smem& s, int i) -> typename Tr::Pipe& { return s.pipes[Tl::kPipes == 1 ? 0 : i]; };
   if (threadIdx.x == 0) {
     prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
@@ -646,7 +643,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_consta
     cutlass::arch::warpgroup_reg_alloc<Tl::kConsumerRegs>();
     constexpr int kPipeThreads = Tl::kTileWarpgroups * 128;
     const int consumer = threadIdx.x - 128;
-    auto& pipe = pipe_of(smem, consumer / kPipeThreads);
+    // With one pipe its address is a constant: a pipe index from threadIdx.x made ptxas keep shared
+    // memory addresses in registers and spill the D = 128 consumer.
+    auto& pipe = smem.pipes[Tl::kPipes == 1 ? 0 : consumer / kPipeThreads];
     if (p.softmax) {
       consume<true>(p, pipe, consumer % kPipeThreads);
     } else {

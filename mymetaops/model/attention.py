@@ -329,8 +329,8 @@ class AttentionFamily(Family):
         if p.dqk != p.dv or not any(op in k.ops and p.dqk in k.dims for k in kernels):
             dims = sorted({d for k in kernels if op in k.ops for d in k.dims})
             return f"the native kernels run Dqk = Dv in {dims}, not Dqk {p.dqk} / Dv {p.dv}"
-        # The first row's reason stands for all where none is offered.
-        return min((_row_refusal(k, op, p, hw) for k in kernels if op in k.ops and p.dqk in k.dims), key=bool)
+        reasons = [_row_refusal(k, op, p, hw) for k in kernels if op in k.ops and p.dqk in k.dims]
+        return "" if "" in reasons else reasons[0]  # the first row's reason where none is offered
 
     def native_backward_refusal(self, op, p, hw) -> str:
         rows = NATIVE_BACKWARD.get(hw.vendor)
