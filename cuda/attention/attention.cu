@@ -195,8 +195,13 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   if (tiles < kSingleGrabTiles * ctas * Tl::kPipes) p.tile_grab = 1;
   constexpr int smem = sizeof(typename Tr::Smem);
   static_assert(smem <= 227 * 1024, "sm_90 lets a CTA opt into 227 KB of shared memory");
-  return launch_with_smem(attention_fwd<T, D, IndexT, Tl>, ctas, smem, stream, p);
+  return launch_with_smem(attention_fwd<T, D, IndexT, Tl>, ctas, smem, stream, p, Tl::kThreads);
 }
+
+// 64 x 64 tiles: a pipe per consumer warpgroup, three of them at D = 64 (shared memory and
+// registers hold two at D = 128).
+template <int D>
+using Tiles64x64 = Tiling<64, 64, D == 64 ? 3 : 2>;
 
 // Kernel index -> head dim and tiling (both kinds, both 16-bit dtypes each).
 constexpr int kHeadDims[] = {64, 128, 64, 128};
@@ -237,7 +242,7 @@ LaunchError attention_supports(const AttentionForwardArgs& a, const AttentionKer
   }
   // TMA coordinates are int32, and a tile may start up to one tile past the last row.
   if (a.total >= (int64_t{1} << 30) || a.heads <= 0) return "native attention: needs total rows < 2^30, heads >= 1";
-  if (q_blocks(a, Tiles64x64::kBlockM) * a.batch * a.heads > (int64_t{1} << 30)) {
+  if (q_blocks(a, Tiles64x64<64>::kBlockM) * a.batch * a.heads > (int64_t{1} << 30)) {
     return "native attention: needs (q blocks x sequences x heads) <= 2^30";
   }
   if (!aligned(a.q) || !aligned(a.k) || !aligned(a.v) || !aligned(a.out)) {
@@ -265,7 +270,7 @@ LaunchError launch_attention_forward(const AttentionForwardArgs& a, const Attent
     using IndexT = decltype(i);
     constexpr int D = decltype(d)::value;
     auto s = static_cast<cudaStream_t>(stream);
-    return small ? launch_typed<T, D, IndexT, Tiles64x64>(a, s) : launch_typed<T, D, IndexT, Tiles128x128>(a, s);
+    return small ? launch_typed<T, D, IndexT, Tiles64x64<D>>(a, s) : launch_typed<T, D, IndexT, Tiles128x128>(a, s);
   });
 }
 

@@ -1,9 +1,9 @@
 // The Hopper attention forward kernel (attention.h): persistent and warp-specialized. A CTA is one
 // producer warpgroup (a warp of it per pipe issues that pipe's TMA loads; its registers are handed
-// to the consumers) and two consumer warpgroups of 64 query rows each. A tile is 128 query rows of
-// one (sequence, head), both consumer warpgroups on it (Tiling<128, 128>), or 64 rows, each consumer
-// warpgroup with a pipe of its own: its producer warp, Q and K/V buffers and barriers
-// (Tiling<64, 64>). A producer warp takes tiles from a counter in global memory (the prologue
+// to the consumers) and two or three consumer warpgroups of 64 query rows each. A tile is 128 query
+// rows of one (sequence, head), two consumer warpgroups on it (Tiling<128, 128>), or 64 rows, each
+// consumer warpgroup with a pipe of its own: its producer warp, Q and K/V buffers and barriers
+// (Tiling<64, 64, warpgroups>). A producer warp takes tiles from a counter in global memory (the prologue
 // zeroes it and, for long enough sequences, sorts them longest first), a few at a time, and hands
 // each one with rows to its consumers in shared memory: tile costs vary with the sequences'
 // lengths, and a fixed share per CTA left the last CTAs running alone. Q and the K/V stages arrive
@@ -29,35 +29,42 @@ namespace attention {
 
 using namespace cute;
 
+// The backward kernels' CTA (dkdv_kernel.cuh, dq_kernel.cuh): a producer warpgroup and two
+// consumer warpgroups. setmaxnreg: 24 + 2 x 240 registers x 128 threads fits the 64K register file
+// at one CTA per SM. The forward's CTA is its tiling's (Tiling below).
 constexpr int kConsumerThreads = 256;
 constexpr int kConsumerWarpgroups = kConsumerThreads / 128;
 constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
-// setmaxnreg: 24 + 2 x 240 registers x 128 threads fits the 64K register file at one CTA per SM.
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 
 // A forward tiling: kM query rows a tile (wgmma's M of 64 per consumer warpgroup on it) x kN keys
-// a step. 128 x 128: both consumer warpgroups on one tile; S is 64 fp32 registers a thread, O
-// (D = 128) 64 more and P 32, with S of the next step overlapping P V. 64 x 64: each consumer
-// warpgroup runs its own tiles (a pipe each): causal tiles of short sequences compute fewer masked
-// scores (the useful share 0.34 -> 0.54 at N = 256 under uniform lengths, bench/attention/NOTES.md)
-// and the two warpgroups' chains (S, f(S), P V, epilogue) overlap instead of running in lockstep;
-// each pipe loads its own K/V, twice the L2 reads of 128 x 128 a query row.
-template <int kM, int kN>
+// a step, kWarpgroups consumer warpgroups a CTA. 128 x 128 (2 warpgroups): both on one tile; S is
+// 64 fp32 registers a thread, O (D = 128) 64 more and P 32, with S of the next step overlapping
+// P V. 64 x 64: each consumer warpgroup runs its own tiles (a pipe each): causal tiles of short
+// sequences compute fewer masked scores (the useful share 0.34 -> 0.54 at N = 256 under uniform
+// lengths, bench/attention/NOTES.md) and the warpgroups' chains (S, f(S), P V, epilogue) overlap
+// instead of running in lockstep; each pipe loads its own K/V, twice the L2 reads of 128 x 128 a
+// query row. At D = 64 a consumer holds S 32, P 16 and O 32 registers, so more pipes fit the
+// register file: more tiles' loads and chains in flight on an SM.
+template <int kM, int kN, int kWarpgroups = 2>
 struct Tiling {
   static constexpr int kBlockM = kM;
   static constexpr int kBlockN = kN;
+  static constexpr int kConsumerWarpgroups = kWarpgroups;
+  static constexpr int kThreads = 128 * (kWarpgroups + 1);  // + the producer warpgroup
   static constexpr int kTileWarpgroups = kM / 64;
-  static constexpr int kPipes = kConsumerWarpgroups / kTileWarpgroups;
+  static constexpr int kPipes = kWarpgroups / kTileWarpgroups;
   // setmaxnreg: a producer warp per pipe, each holding its own tiles and loop, spilled at 24
-  // registers with two pipes; 64-key steps leave the consumers room (S 32, P 16, O 64 at D = 128).
+  // registers with two pipes; the consumers take the rest of the 64K register file, in steps of 8.
   static constexpr int kProducerRegs = kPipes == 1 ? mymetaops::cuda::attention::kProducerRegs : 40;
-  static constexpr int kConsumerRegs = kPipes == 1 ? mymetaops::cuda::attention::kConsumerRegs : 232;
-  static_assert(kProducerRegs + kConsumerWarpgroups * kConsumerRegs <= 512, "the register file at one CTA per SM");
-  static_assert(kM % 64 == 0 && kConsumerWarpgroups % kTileWarpgroups == 0, "64 query rows per consumer warpgroup");
+  static constexpr int kConsumerRegs =
+      kPipes == 1 ? mymetaops::cuda::attention::kConsumerRegs : (512 - kProducerRegs) / kWarpgroups / 8 * 8;
+  static_assert(kProducerRegs + kWarpgroups * kConsumerRegs <= 512, "the register file at one CTA per SM");
+  static_assert(kM % 64 == 0 && kWarpgroups % kTileWarpgroups == 0, "64 query rows per consumer warpgroup");
+  static_assert(kPipes <= 4, "a producer warp per pipe");
 };
 using Tiles128x128 = Tiling<128, 128>;
-using Tiles64x64 = Tiling<64, 64>;
 
 using FullBarrier = cutlass::arch::ClusterTransactionBarrier;  // a TMA load's arrival and bytes
 // One arrival per consumer warpgroup, by its first thread: a wgmma completes for its whole
@@ -71,7 +78,8 @@ struct StagesFor {
   // the long shape at 273 TFLOP/s on the H200: a key tile takes about as long to arrive as two
   // take to compute (4 or 6 at D = 64 bought nothing, run 32). 64 x 64: 3 a pipe at D = 128 (two
   // pipes of 112 KB), as many 64-key steps in flight per SM as 128 x 128 has 128-key ones.
-  static constexpr int value = Tl::kPipes == 1 || D > 64 ? 3 : 4;
+  // 64 x 64 at D = 64 with more pipes: 3 a pipe with three (3 x 64 KB), 2 with four (4 x 48 KB).
+  static constexpr int value = Tl::kPipes == 1 || D > 64 ? 3 : Tl::kPipes == 2 ? 4 : Tl::kPipes == 3 ? 3 : 2;
   // Q buffers a pipe. At D = 64 a second one lets the producer load the next tile's Q while this
   // tile runs: short sequences make tiles of one or two key steps, too short to hide a Q load
   // issued at their last S (7% at B512 N256, run 31). At D = 128 it would cost a K/V stage.
@@ -607,7 +615,7 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT, Tl>& p, typen
 }
 
 template <typename T, int D, typename IndexT, class Tl>
-__global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_constant__ Params<T, D, IndexT, Tl> p) {
+__global__ void __launch_bounds__(Tl::kThreads, 1) attention_fwd(const __grid_constant__ Params<T, D, IndexT, Tl> p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = Traits<T, D, Tl>;
   extern __shared__ __align__(1024) char smem_raw[];
@@ -635,10 +643,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_fwd(const __grid_consta
     cutlass::arch::warpgroup_reg_dealloc<Tl::kProducerRegs>();
     // A call per pipe: each with its pipe's addresses as constants (a pipe index in one of the
     // producer's 24 registers spilled it).
-    static_assert(Tl::kPipes <= 2, "a producer call per pipe");
     const int warp = threadIdx.x / 32;
-    if (warp == 0) produce(p, smem.pipes[0]);
-    if (Tl::kPipes == 2 && warp == 1) produce(p, smem.pipes[Tl::kPipes - 1]);
+    for_each(make_int_sequence<Tl::kPipes>{}, [&](auto pipe) {
+      if (warp == pipe) produce(p, smem.pipes[pipe]);
+    });
   } else {
     cutlass::arch::warpgroup_reg_alloc<Tl::kConsumerRegs>();
     constexpr int kPipeThreads = Tl::kTileWarpgroups * 128;

@@ -25,13 +25,14 @@ LaunchError dispatch_types(DType dtype, int head_dim, DType offsets_dtype, Launc
   return dtype == DType::kBFloat16 ? with_dim(cutlass::bfloat16_t{}) : with_dim(cutlass::half_t{});
 }
 
-// kernel<<<ctas, kThreads, smem>>>(p) after opting into smem bytes of dynamic shared memory.
+// kernel<<<ctas, threads, smem>>>(p) after opting into smem bytes of dynamic shared memory.
 template <typename Kernel, typename Params>
-LaunchError launch_with_smem(Kernel kernel, int64_t ctas, int smem, cudaStream_t stream, const Params& p) {
+LaunchError launch_with_smem(Kernel kernel, int64_t ctas, int smem, cudaStream_t stream, const Params& p,
+                             int threads = kThreads) {
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
     return launch_status();
   }
-  kernel<<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p);
+  kernel<<<static_cast<unsigned>(ctas), threads, smem, stream>>>(p);
   return launch_status();
 }
 
