@@ -297,11 +297,54 @@ __device__ __forceinline__ void wgmma_issue(Mma& mma, const TA& a, const TB& b, 
   warpgroup_commit_batch();
 }
 
+// lo, hi rounded to T and packed into 4 bytes, lo first in memory.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  return static_cast<uint32_t>(static_cast<T>(lo).raw()) | (static_cast<uint32_t>(static_cast<T>(hi).raw()) << 16);
+}
+
 // dst[0], dst[1] = lo, hi rounded to T, as one 4-byte store (the epilogues' column pairs).
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float lo, float hi) {
-  *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(static_cast<T>(lo).raw()) |
-                                      (static_cast<uint32_t>(static_cast<T>(hi).raw()) << 16);
+  *reinterpret_cast<uint32_t*>(dst) = pack_pair<T>(lo, hi);
+}
+
+// A row of the accumulator stored as 16-byte pieces. wgmma's C fragment gives lane t = lane % 4 of
+// a quad (the 4 lanes holding one row) columns 8p + 2t and 8p + 2t + 1 of each 8-column block p,
+// packed in words[p]. A 4 x 4 transpose of words within the quad (lanes t and t ^ 1 swap the words
+// whose index differs from t in bit 0, then t and t ^ 2 those differing in bit 1) leaves lane t
+// block 4g + t whole, so a warp's store writes 64 contiguous bytes of each of its 8 rows instead
+// of 16: a quarter of the store instructions and memory transactions. The 4-byte stores took
+// 6-21% of a consumer warpgroup's cycles in run 39 (bench/attention/NOTES.md). Every lane of the
+// warp must call it (shuffles); `store` (the row is inside the sequence) is the same in a quad.
+template <typename T, int kBlocks>
+__device__ __forceinline__ void store_row_16b(T* row, const uint32_t (&words)[kBlocks], bool store) {
+  static_assert(kBlocks % 4 == 0, "whole 64-byte pieces of a row");
+  const int t = threadIdx.x % 4;
+  const bool odd = t & 1, high = t & 2;
+  CUTE_UNROLL
+  for (int g = 0; g < kBlocks / 4; ++g) {
+    uint32_t x[4] = {words[4 * g], words[4 * g + 1], words[4 * g + 2], words[4 * g + 3]};
+    CUTE_UNROLL
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? x[2 * k] : x[2 * k + 1], 1);
+      if (odd) {
+        x[2 * k] = got;
+      } else {
+        x[2 * k + 1] = got;
+      }
+    }
+    CUTE_UNROLL
+    for (int k = 0; k < 2; ++k) {
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, high ? x[k] : x[2 + k], 2);
+      if (high) {
+        x[k] = got;
+      } else {
+        x[2 + k] = got;
+      }
+    }
+    if (store) *reinterpret_cast<uint4*>(row + 8 * (4 * g + t)) = make_uint4(x[0], x[1], x[2], x[3]);
+  }
 }
 
 __device__ __forceinline__ float quad_max(float x) {
@@ -338,10 +381,9 @@ struct SoftmaxState {
 template <bool kMask, bool kSoftmax, class TS, class TC, int kRows>
 __device__ __forceinline__ void scores_to_p_masked(TS& S, const TC& cS, int m0, int n0, int len, bool causal,
                                             float scale, SoftmaxState<kRows>& st) {
-  auto masked = [&](int r, int c) {
-    const int j = n0 + get<1>(cS(r, c));
-    return j >= len || (causal && j > m0 + get<0>(cS(r, c)));
-  };
+  // Row r's keys from its limit on are masked: past the sequence, or past the row when causal.
+  auto key_limit = [&](int r) { return (causal ? min(len, m0 + get<0>(cS(r, 0)) + 1) : len) - n0; };
+  auto masked = [&](int r, int c) { return get<1>(cS(r, c)) >= key_limit(r); };
   if constexpr (!kSoftmax) {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -594,18 +636,19 @@ __device__ __forceinline__ void consume(const Params<T, D, IndexT, Tl>& p, typen
     release(&smem.v_empty[s]);
     ++kv_count;
 
-    // Epilogue: normalize, round once, store the rows inside the sequence (4-byte pairs of columns).
+    // Epilogue: normalize, round once, store the rows inside the sequence (16-byte pieces).
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int i = m0 + get<0>(cO(r, 0));
       const float row_sum = kSoftmax ? quad_sum(st.row_sum[r]) : 1.f;  // every lane of the quad joins
-      if (i >= tile.len) continue;
       const float out_scale = kSoftmax ? 1.f / row_sum : p.inv_max_seq_len;
       T* row = p.out + static_cast<int64_t>(tile.start + i) * out_row + static_cast<int64_t>(tile.h) * D;
+      static_assert(decltype(size<1>(O))::value == D / 4, "2 columns of every 8-column block a thread");
+      uint32_t words[D / 8];
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(O); c += 2) {
-        store_pair(row + get<1>(cO(r, c)), O(r, c) * out_scale, O(r, c + 1) * out_scale);
-      }
+      for (int c = 0; c < size<1>(O); c += 2) words[c / 2] = pack_pair<T>(O(r, c) * out_scale, O(r, c + 1) * out_scale);
+      store_row_16b(row, words, i < tile.len);
+      if (i >= tile.len) continue;
       if (kSoftmax && get<1>(cO(r, 0)) == 0) {
         p.lse[static_cast<int64_t>(tile.h) * p.total + tile.start + i] =
             (st.row_max[r] + log2f(row_sum)) * static_cast<float>(M_LN2);
