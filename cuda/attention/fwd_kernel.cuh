@@ -45,8 +45,8 @@ constexpr int kConsumerRegs = 240;
 // sequences compute fewer masked scores (the useful share 0.34 -> 0.54 at N = 256 under uniform
 // lengths, bench/attention/NOTES.md) and the warpgroups' chains (S, f(S), P V, epilogue) overlap
 // instead of running in lockstep; each pipe loads its own K/V, twice the L2 reads of 128 x 128 a
-// query row. At D = 64 a consumer holds S 32, P 16 and O 32 registers, so more pipes fit the
-// register file: more tiles' loads and chains in flight on an SM.
+// query row. At D = 64 a consumer holds S 32, P 16 and O 32 registers, so a third pipe fits the
+// register file: more tiles' loads and chains in flight on an SM (1.00-1.08x over two, run 39).
 template <int kM, int kN, int kWarpgroups = 2>
 struct Tiling {
   static constexpr int kBlockM = kM;
@@ -62,7 +62,9 @@ struct Tiling {
       kPipes == 1 ? mymetaops::cuda::attention::kConsumerRegs : (512 - kProducerRegs) / kWarpgroups / 8 * 8;
   static_assert(kProducerRegs + kWarpgroups * kConsumerRegs <= 512, "the register file at one CTA per SM");
   static_assert(kM % 64 == 0 && kWarpgroups % kTileWarpgroups == 0, "64 query rows per consumer warpgroup");
-  static_assert(kPipes <= 4, "a producer warp per pipe");
+  // 512 threads launch with 128 registers each, the most setmaxnreg can redistribute; a fourth
+  // consumer warpgroup (640 threads, 102 at launch) hung raising its consumers to 120 (run 39).
+  static_assert(kWarpgroups <= 3, "the register file a 512-thread launch holds");
 };
 using Tiles128x128 = Tiling<128, 128>;
 
@@ -76,10 +78,10 @@ template <int D, class Tl>
 struct StagesFor {
   // K/V stages in flight. 128 x 128: 3 beside Q take 224 KB at D = 128 (of 227); two stages ran
   // the long shape at 273 TFLOP/s on the H200: a key tile takes about as long to arrive as two
-  // take to compute (4 or 6 at D = 64 bought nothing, run 32). 64 x 64: 3 a pipe at D = 128 (two
-  // pipes of 112 KB), as many 64-key steps in flight per SM as 128 x 128 has 128-key ones.
-  // 64 x 64 at D = 64 with more pipes: 3 a pipe with three (3 x 64 KB), 2 with four (4 x 48 KB).
-  static constexpr int value = Tl::kPipes == 1 || D > 64 ? 3 : Tl::kPipes == 2 ? 4 : Tl::kPipes == 3 ? 3 : 2;
+  // take to compute (4 or 6 at D = 64 bought nothing, run 32). 64 x 64: 3 a pipe, at D = 128 two
+  // pipes of 112 KB (as many 64-key steps in flight per SM as 128 x 128 has 128-key ones), at
+  // D = 64 three of 64 KB.
+  static constexpr int value = 3;
   // Q buffers a pipe. At D = 64 a second one lets the producer load the next tile's Q while this
   // tile runs: short sequences make tiles of one or two key steps, too short to hide a Q load
   // issued at their last S (7% at B512 N256, run 31). At D = 128 it would cost a K/V stage.

@@ -121,10 +121,13 @@ NATIVE_KERNELS: dict[str, tuple[NativeKernel, ...]] = {
     # steps per chain step and 1.04x at 1.5, so it is offered from 2 as at D = 128; softmax ran up
     # to 1.3x slower at 7 and is withheld.
     # The 64 x 64 rows (a pipe per consumer warpgroup: its own producer warp, stages and 64-row
-    # tiles): [M] run 36 (H100), kernel times against 128 x 128 on 13 shapes: 1.06-1.76x faster at
-    # N <= 512 (HSTU; 1.22x at B512 N256 D64), 0.93-1.04x at N = 1024, 0.76-0.94x from N = 2048 (each
-    # pipe reads its own K / V). Efficiency: the 128 x 128 row's scaled by the two kernels' times at
-    # B32 N4096 H4 (D = 128 and D = 64) and their computed tiles there (0.96 / 0.91 useful).
+    # tiles; three pipes at D = 64, two at D = 128): [M] run 36 (H100, two pipes), kernel times
+    # against 128 x 128 on 13 shapes: 1.06-1.76x faster at N <= 512 (HSTU; 1.22x at B512 N256 D64),
+    # 0.93-1.04x at N = 1024, 0.76-0.94x from N = 2048 (each pipe reads its own K / V); the third
+    # pipe at D = 64 1.00-1.08x (run 39). Efficiency: the 128 x 128 row's scaled by the two kernels'
+    # times at B32 N4096 H4 (D = 128 and D = 64) and their computed tiles there (0.96 / 0.91
+    # useful). The 16-byte epilogue (run 40) sped every native forward by 1.03-1.08x; the rows were
+    # not rescaled (regret 1.023 with them, run 40).
     "nvidia": (
         NativeKernel("hopper_d64_128x128", (HSTU, SOFTMAX), (64,), 128, 128, (417 / 989, 328 / 989),
                      HOPPER_D64_WITHHELD, (SOFTMAX,), min_steps_per_chain=2.0, offered_len=((SHORT, BIG), (SHORT, BIG))),
