@@ -51,7 +51,6 @@ template <int kM, int kN, int kWarpgroups = 2>
 struct Tiling {
   static constexpr int kBlockM = kM;
   static constexpr int kBlockN = kN;
-  static constexpr int kConsumerWarpgroups = kWarpgroups;
   static constexpr int kThreads = 128 * (kWarpgroups + 1);  // + the producer warpgroup
   static constexpr int kTileWarpgroups = kM / 64;
   static constexpr int kPipes = kWarpgroups / kTileWarpgroups;
