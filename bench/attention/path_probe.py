@@ -2,13 +2,17 @@
 kernel's time per call (torch.profiler, CUDA activity) beside the call's wall time, so a gap
 between the kernels' sum and the table's fwd+bwd cell shows up as host time or as a kernel nobody
 counted. The same call as attention_table.py's fwd+bwd columns (public wrapper, default arguments,
-grad of ones), 10 calls profiled after a warm-up.
+grad of ones), 10 calls profiled after a warm-up. Then the host side: cProfile of fwd+bwd calls at
+host_cost.py's tiny shape (the GPU idle between calls), the functions with the most own and cumulative time.
 
     python bench/attention/path_probe.py [--out PREFIX]
     python bench/attention/path_probe.py --dry-run     # CPU plumbing check (tiny shapes)
 """
 from __future__ import annotations
 
+import cProfile
+import io
+import pstats
 import sys
 import time
 from pathlib import Path
@@ -23,6 +27,7 @@ from attention_table import ALPHA, DRY_RUN_SHAPES, SHAPES, _fwd_bwd, make_inputs
 from bench_common import add_device_arguments, close_report, open_report, sync  # noqa: E402
 
 CALLS = 10
+HOST_CALLS, HOST_TOP = 300, 25
 
 
 def add_arguments(parser):
@@ -69,7 +74,41 @@ def run(args, device, prefix, meta) -> dict:
             kernels = _kernel_us(prof, CALLS) if gpu else {}
             rows.append(dict(shape=shape, op=name, wall_us=wall_us, kernels_us=sum(kernels.values()), kernels=kernels))
         del q, k, v
-    return dict(rows=rows)
+    return dict(rows=rows, host=_host_profiles(device))
+
+
+def _host_profiles(device) -> dict:
+    """Per op: the top functions by own time over HOST_CALLS fwd+bwd calls at host_cost.py's shape."""
+    import mymetaops
+    from host_cost import SHAPE
+    _, n, _, _ = SHAPE
+    lengths = torch.tensor([n, 1, n // 2, 3])
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    offsets[1:] = lengths.cumsum(0)
+    offsets = offsets.to(device)
+    q, k, v = (torch.randn(int(lengths.sum()), SHAPE[2], SHAPE[3], device=device, dtype=torch.bfloat16)
+               for _ in range(3))
+    ops = {"hstu": lambda q, k, v: mymetaops.hstu_attention(q, k, v, offsets, n, ALPHA),
+           "softmax": lambda q, k, v: mymetaops.jagged_attention(q, k, v, offsets, n)}
+    profiles = {}
+    for name, fn in ops.items():
+        step = _fwd_bwd(fn, q, k, v)
+        for _ in range(20):
+            step()
+        sync(device)
+        calls = HOST_CALLS if device.type == "cuda" else 3
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(calls):
+            step()
+        profiler.disable()
+        sync(device)
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("tottime").print_stats(HOST_TOP)
+        stats.sort_stats("cumulative").print_stats(HOST_TOP)
+        profiles[name] = dict(calls=calls, top=text.getvalue())
+    return profiles
 
 
 def markdown(meta, report) -> str:
@@ -82,6 +121,9 @@ def markdown(meta, report) -> str:
         label = "B{} N{} H{} D{}".format(*r["shape"])
         parts = ", ".join(f"{name[:48]}: {us:.1f}" for name, us in r["kernels"].items())
         lines.append(f"| {label} | {r['op']} | {r['wall_us']:.1f} | {r['kernels_us']:.1f} | {parts} |")
+    for name, prof in report["host"].items():
+        lines += ["", f"## Host: {name} fwd+bwd, cProfile over {prof['calls']} calls (own, then cumulative time)", "", "```",
+                  prof["top"].strip(), "```"]
     return "\n".join(lines) + "\n"
 
 
