@@ -122,8 +122,8 @@ def markdown(meta, report) -> str:
         parts = ", ".join(f"{name[:48]}: {us:.1f}" for name, us in r["kernels"].items())
         lines.append(f"| {label} | {r['op']} | {r['wall_us']:.1f} | {r['kernels_us']:.1f} | {parts} |")
     for name, prof in report["host"].items():
-        lines += ["", f"## Host: {name} fwd+bwd, cProfile over {prof['calls']} calls (own, then cumulative time)", "", "```",
-                  prof["top"].strip(), "```"]
+        title = f"## Host: {name} fwd+bwd, cProfile over {prof['calls']} calls (own, then cumulative time)"
+        lines += ["", title, "", "```", prof["top"].strip(), "```"]
     return "\n".join(lines) + "\n"
 
 
