@@ -41,6 +41,16 @@ def add_arguments(parser):
     parser.add_argument("--reps", type=int, default=5)
 
 
+def tiny_inputs(device):
+    """(seq_offsets, q, k, v) at SHAPE: lengths N, 1, N / 2, 3."""
+    batch, n, heads, dim = SHAPE
+    lengths = torch.tensor([n, 1, n // 2, 3])
+    offsets = torch.zeros(batch + 1, dtype=torch.int64)
+    offsets[1:] = lengths.cumsum(0)
+    q, k, v = (torch.randn(int(lengths.sum()), heads, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
+    return offsets.to(device), q, k, v
+
+
 def run(args, device, prefix, meta) -> dict:
     import triton
     import triton.language as tl
@@ -57,12 +67,8 @@ def run(args, device, prefix, meta) -> dict:
 
     empty_launch = Launcher(empty_kernel, {})
     batch, n, heads, dim = SHAPE
-    lengths = torch.tensor([n, 1, n // 2, 3])
-    offsets = torch.zeros(batch + 1, dtype=torch.int64)
-    offsets[1:] = lengths.cumsum(0)
-    offsets = offsets.to(device)
-    total = int(lengths.sum())
-    q, k, v = (torch.randn(total, heads, dim, device=device, dtype=torch.bfloat16) for _ in range(3))
+    offsets, q, k, v = tiny_inputs(device)
+    total = q.shape[0]
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     grad = torch.ones(total, heads, dim, device=device, dtype=torch.bfloat16)
     dense = torch.randn(batch, heads, n, dim, device=device, dtype=torch.bfloat16)

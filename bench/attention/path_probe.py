@@ -3,7 +3,8 @@ kernel's time per call (torch.profiler, CUDA activity) beside the call's wall ti
 between the kernels' sum and the table's fwd+bwd cell shows up as host time or as a kernel nobody
 counted. The same call as attention_table.py's fwd+bwd columns (public wrapper, default arguments,
 grad of ones), 10 calls profiled after a warm-up. Then the host side: cProfile of fwd+bwd calls at
-host_cost.py's tiny shape (the GPU idle between calls), the functions with the most own and cumulative time.
+host_cost.py's tiny shape (the GPU idle between calls), the functions with the most own and
+cumulative time.
 
     python bench/attention/path_probe.py [--out PREFIX]
     python bench/attention/path_probe.py --dry-run     # CPU plumbing check (tiny shapes)
@@ -47,16 +48,26 @@ def _kernel_us(prof, calls: int) -> dict:
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]))
 
 
-def run(args, device, prefix, meta) -> dict:
+def _public_ops(offsets, n) -> dict:
     import mymetaops
+    return {"hstu": lambda q, k, v: mymetaops.hstu_attention(q, k, v, offsets, n, ALPHA),
+            "softmax": lambda q, k, v: mymetaops.jagged_attention(q, k, v, offsets, n)}
+
+
+def _short(kernel: str) -> str:
+    """A kernel's name without its return type, namespaces and template arguments."""
+    for prefix in ("void ", "mymetaops::cuda::attention::", "(anonymous namespace)::"):
+        kernel = kernel.replace(prefix, "")
+    return kernel.split("<")[0].split("(")[0]
+
+
+def run(args, device, prefix, meta) -> dict:
     gpu = device.type == "cuda"
     rows = []
     for shape in SHAPES if gpu else DRY_RUN_SHAPES:
         _, n, _, _ = shape
         _, offsets, q, k, v = make_inputs(shape, device)
-        ops = {"hstu": lambda q, k, v: mymetaops.hstu_attention(q, k, v, offsets, n, ALPHA),
-               "softmax": lambda q, k, v: mymetaops.jagged_attention(q, k, v, offsets, n)}
-        for name, fn in ops.items():
+        for name, fn in _public_ops(offsets, n).items():
             step = _fwd_bwd(fn, q, k, v)
             for _ in range(3):
                 step()
@@ -78,20 +89,12 @@ def run(args, device, prefix, meta) -> dict:
 
 
 def _host_profiles(device) -> dict:
-    """Per op: the top functions by own time over HOST_CALLS fwd+bwd calls at host_cost.py's shape."""
-    import mymetaops
-    from host_cost import SHAPE
-    _, n, _, _ = SHAPE
-    lengths = torch.tensor([n, 1, n // 2, 3])
-    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
-    offsets[1:] = lengths.cumsum(0)
-    offsets = offsets.to(device)
-    q, k, v = (torch.randn(int(lengths.sum()), SHAPE[2], SHAPE[3], device=device, dtype=torch.bfloat16)
-               for _ in range(3))
-    ops = {"hstu": lambda q, k, v: mymetaops.hstu_attention(q, k, v, offsets, n, ALPHA),
-           "softmax": lambda q, k, v: mymetaops.jagged_attention(q, k, v, offsets, n)}
+    """Per op: the top functions by own and cumulative time over HOST_CALLS fwd+bwd calls at
+    host_cost.py's shape."""
+    from host_cost import SHAPE, tiny_inputs
+    offsets, q, k, v = tiny_inputs(device)
     profiles = {}
-    for name, fn in ops.items():
+    for name, fn in _public_ops(offsets, SHAPE[1]).items():
         step = _fwd_bwd(fn, q, k, v)
         for _ in range(20):
             step()
@@ -119,7 +122,7 @@ def markdown(meta, report) -> str:
              "| shape | op | wall us | kernels us | kernels (us per call) |", "|---|---|---|---|---|"]
     for r in report["rows"]:
         label = "B{} N{} H{} D{}".format(*r["shape"])
-        parts = ", ".join(f"{name[:48]}: {us:.1f}" for name, us in r["kernels"].items())
+        parts = ", ".join(f"{_short(name)}: {us:.1f}" for name, us in r["kernels"].items())
         lines.append(f"| {label} | {r['op']} | {r['wall_us']:.1f} | {r['kernels_us']:.1f} | {parts} |")
     for name, prof in report["host"].items():
         title = f"## Host: {name} fwd+bwd, cProfile over {prof['calls']} calls (own, then cumulative time)"
