@@ -109,7 +109,7 @@ if has attention-bench; then
   # One process per script, each under its own limit; the results in one archive.
   mkdir -p "$OUT/attention-results"
   # ATTENTION_BENCH: the scripts and their limits (s), to split them over calls.
-  for section in ${ATTENTION_BENCH:-attention_table:200 host_cost:60 varying_loop:90 regret:200}; do
+  for section in ${ATTENTION_BENCH:-attention_table:200 host_cost:60 path_probe:60 varying_loop:90 regret:200}; do
     name=${section%%:*} limit=${section##*:}
     budget=()  # the scripts that take one stop starting cases 40 s before their limit
     case $name in attention_table|regret|backward_probe) budget=(--budget-s $((limit - 40)));; esac
