@@ -1,0 +1,14 @@
+import json, sys, math
+a = {(r["shape"], r["dist"], r["op"], r["kernel"]): r for r in json.load(open(sys.argv[1]))["rows"] if r["group"] is None}
+b = {(r["shape"], r["dist"], r["op"], r["kernel"]): r for r in json.load(open(sys.argv[2]))["rows"] if r["group"] is None}
+ratios = {}
+for key, rb in b.items():
+    ra = a.get(key)
+    if ra is None:
+        continue
+    r = ra["us"] / rb["us"]
+    ratios.setdefault(key[3], []).append(r)
+    print(f"{key[0]:18} {key[1]:8} {key[2]:8} {key[3]:22} {ra['us']:8.1f} -> {rb['us']:8.1f} us  x{r:5.3f}  "
+          f"{'same' if ra['digest'] == rb['digest'] else 'DIFF'}")
+for k, rs in ratios.items():
+    print(k, "geomean speed-up", round(math.exp(sum(map(math.log, rs)) / len(rs)), 3), "min", round(min(rs), 3), "max", round(max(rs), 3))
