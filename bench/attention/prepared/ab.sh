@@ -1,11 +1,11 @@
 #!/bin/bash
-# Diag A/B (not committed): main (+ group env) -> + second Q buffer at D = 128 64 x 64 -> + TMA-store epilogue.
+# One device call: main (+ the group_pairs override) -> + second Q buffer at D = 128 64 x 64 -> + TMA-store
+# epilogue: builds, native tests, kernel times (ab_fwd.py), speed-ups (compare.py). Carry .whl.
 set -uo pipefail
 export MAX_JOBS=16 MYMETAOPS_CUDA_ARCHS=90a CUDA_HOME=/usr/local/cuda PYTHONUNBUFFERED=1
 T0=$SECONDS
 nvidia-smi -L; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 python3 -m pip install -q --no-deps .whl/nvidia_cutlass-*.whl
-
 b() {  # build TAG
   python3 setup.py build_ext --inplace > $OUT/build-$1.log 2>&1 || { echo "BUILD $1 FAILED"; grep -m5 -B2 -A8 "error" $OUT/build-$1.log | head -60; return 1; }
   echo "build $1 done at $((SECONDS-T0)) s"

@@ -1,8 +1,9 @@
-"""Diag (not committed): native forward kernel times by graph replay, with output digests, and a
+"""The prepared forward A/B (ab.sh): native forward kernel times by graph replay, with output digests, and a
 group_pairs sweep through MYMETAOPS_DIAG_GROUP_PAIRS (needs diag-group-pairs-env.patch).
 
     python bench/attention/prepared/ab_fwd.py TAG OUT.json [--sweep]
 """
+import functools
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ NAMES = list(_C._native_attention_kernels())
 rows = []
 
 
+@functools.lru_cache(maxsize=4)  # a shape's inputs serve every kernel and group timed on it
 def inputs(B, N, H, D, dist):
     L = lengths_of(dist, B, N)
     off = torch.zeros(B + 1, dtype=torch.int64)
