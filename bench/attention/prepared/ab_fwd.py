@@ -1,7 +1,7 @@
 """The prepared forward A/B (ab.sh): native forward kernel times by graph replay, with output digests, and a
 group_pairs sweep through MYMETAOPS_DIAG_GROUP_PAIRS (needs diag-group-pairs-env.patch).
 
-    python bench/attention/prepared/ab_fwd.py TAG OUT.json [--sweep]
+    python bench/attention/prepared/ab_fwd.py TAG OUT.json [--sweep | --sweep-only]
 """
 import functools
 import hashlib
@@ -19,7 +19,8 @@ from mymetaops import _C  # noqa: E402
 from mymetaops.ops import attention as ops  # noqa: E402
 
 tag, out_path = sys.argv[1], sys.argv[2]
-sweep = "--sweep" in sys.argv
+sweep_only = "--sweep-only" in sys.argv
+sweep = "--sweep" in sys.argv or sweep_only
 dev = torch.device("cuda")
 NAMES = list(_C._native_attention_kernels())
 rows = []
@@ -63,21 +64,23 @@ def measure(B, N, H, D, dist, op, kernel, group=None):
 
 
 print(NAMES, flush=True)
-for B, N, H in ((256, 512, 2), (512, 256, 2), (128, 512, 4), (64, 1024, 4)):
+for B, N, H in () if sweep_only else ((256, 512, 2), (512, 256, 2), (128, 512, 4), (64, 1024, 4)):
     for dist in ("uniform", "equal", "zipf"):
         for op in ("hstu", "softmax"):
             for kernel in ("hopper_d128_64x64", "hopper_d128_128x128"):
                 measure(B, N, H, 128, dist, op, kernel)
-for dist in ("uniform", "zipf"):
+for dist in () if sweep_only else ("uniform", "zipf"):
     for op in ("hstu", "softmax"):
         measure(512, 256, 4, 64, dist, op, "hopper_d64_64x64")
         measure(16, 4096, 2, 64, dist, op, "hopper_d64_128x128")
+GROUPS = (None, 4, 8, 16, 33, 64, 100000)
 if sweep:
     for B, N, H, dist in ((64, 1024, 4, "uniform"), (64, 1024, 4, "equal"), (64, 1024, 4, "zipf"),
                           (32, 4096, 4, "uniform"), (128, 1024, 2, "uniform")):
-        for group in (None, 4, 16, 64, 100000):
+        for group in GROUPS:
             measure(B, N, H, 128, dist, "hstu", "hopper_d128_128x128", group)
-    for group in (None, 4, 16, 64, 100000):
+    for group in GROUPS:
+        measure(64, 1024, 4, 128, "uniform", "softmax", "hopper_d128_128x128", group)
         measure(256, 512, 2, 128, "uniform", "hstu", "hopper_d128_64x64", group)
         measure(512, 256, 4, 64, "uniform", "hstu", "hopper_d64_64x64", group)
 json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), open(out_path, "w"), indent=1)
