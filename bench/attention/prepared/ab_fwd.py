@@ -73,14 +73,18 @@ for dist in () if sweep_only else ("uniform", "zipf"):
     for op in ("hstu", "softmax"):
         measure(512, 256, 4, 64, dist, op, "hopper_d64_64x64")
         measure(16, 4096, 2, 64, dist, op, "hopper_d64_128x128")
-GROUPS = (None, 4, 8, 16, 33, 64, 100000)
-if sweep:
-    for B, N, H, dist in ((64, 1024, 4, "uniform"), (64, 1024, 4, "equal"), (64, 1024, 4, "zipf"),
-                          (32, 4096, 4, "uniform"), (128, 1024, 2, "uniform")):
-        for group in GROUPS:
-            measure(B, N, H, 128, dist, "hstu", "hopper_d128_128x128", group)
-    for group in GROUPS:
-        measure(64, 1024, 4, 128, "uniform", "softmax", "hopper_d128_128x128", group)
-        measure(256, 512, 2, 128, "uniform", "hstu", "hopper_d128_64x64", group)
-        measure(512, 256, 4, 64, "uniform", "hstu", "hopper_d64_64x64", group)
+# (B, N, H, D, lengths, op, kernel, groups); None is the launcher's own choice, timed twice for the noise.
+SWEEP = [
+    (64, 1024, 4, 128, "uniform", "hstu", "hopper_d128_128x128", (None, 8, 12, 16, 17, 20, 24, 32, None)),
+    (64, 1024, 4, 128, "uniform", "softmax", "hopper_d128_128x128", (None, 16, 17, 32)),
+    (64, 1024, 4, 128, "equal", "hstu", "hopper_d128_128x128", (None, 16, 17, 32, 64)),
+    (128, 1024, 2, 128, "uniform", "hstu", "hopper_d128_128x128", (None, 16, 17, 18, 32)),
+    (32, 4096, 4, 128, "uniform", "hstu", "hopper_d128_128x128", (None, 4, 8, 9, 16)),
+    (256, 512, 2, 128, "equal", "hstu", "hopper_d128_64x64", (None, 32, 33, 64, 128)),
+    (256, 512, 2, 128, "equal", "hstu", "hopper_d128_128x128", (None, 16, 17, 64)),
+    (256, 512, 2, 128, "uniform", "hstu", "hopper_d128_64x64", (None, 32, 33, 64)),
+]
+for B, N, H, D, dist, op, kernel, groups in SWEEP if sweep else ():
+    for group in groups:
+        measure(B, N, H, D, dist, op, kernel, group)
 json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), open(out_path, "w"), indent=1)
