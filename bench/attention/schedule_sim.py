@@ -35,7 +35,7 @@ def tile_order(lengths: list[int], heads: int, max_len: int, sms: int, longest_f
     blocks = math.ceil(min(max_len, sum(lengths)) / BLOCK)
     seqs = sorted(range(len(lengths)), key=lambda b: -lengths[b]) if longest_first else range(len(lengths))
     pairs = [b for b in seqs for _ in range(heads)]
-    group = min(len(pairs), max(1, math.ceil(GROUP_WAVES * sms / blocks)))
+    group = min(len(pairs), max(heads, math.ceil(GROUP_WAVES * sms / blocks) // heads * heads))  # whole sequences
     order = []
     for g0 in range(0, len(pairs), group):
         for m in reversed(range(blocks)):
