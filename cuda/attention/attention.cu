@@ -190,7 +190,7 @@ LaunchError launch_typed(const AttentionForwardArgs& a, cudaStream_t stream) {
   // from one or two groups, whose K/V (<= ~20 MB at D = 128) stay in the 50 MB L2 while every q
   // block of the group streams them. Whole sequences a group (a multiple of heads, rounded down),
   // probably because a row's heads sit side by side in q, k and v: a group splitting a sequence's
-  // heads ran 1.02-1.16x slower (33 pairs against 32 at H = 2 and 4, 17 against 16; run 48).
+  // heads ran 1.02-1.16x slower (33 pairs for 32 at H = 2 and 4, 17 for 16, 9 for 8; run 48).
   const int64_t group = (kGroupWaves * sms * Tl::kPipes + p.num_m_blocks - 1) / p.num_m_blocks;
   const int64_t pairs = a.batch * a.heads;
   const int64_t whole = group / a.heads * a.heads;
