@@ -45,7 +45,7 @@ def run(device) -> dict:
         total = q.shape[0]
         config = hstu.default_config(dim, dim, q.dtype)
         blocks = cdiv(n, config.block_m)
-        group = checks.group_size(q.device, blocks)
+        group = checks.group_size(q.device, blocks, heads)
         grid = (blocks * batch * heads,)
         out = torch.empty_like(q)
         sink = torch.empty(batch * heads, dtype=torch.int64, device=device)

@@ -39,24 +39,29 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def group_size(device: torch.device, num_blocks: int) -> int:
+def group_size(device: torch.device, num_blocks: int, heads: int) -> int:
     """(sequence, head) pairs per group of grid_position, for num_blocks blocks per pair: about
     GROUP_WAVES x SMs programs a group. The programs that run at once then share few pairs, whose
     K/V stay in L2 (the block index outermost over every pair made B32 N4096 H4 D128 6-8% slower
     on the H200); several waves a group, so that a group's costly blocks finish while its cheap
-    ones fill the SMs."""
+    ones fill the SMs. Whole sequences a group (a multiple of heads, rounded down): the Hopper
+    kernel's groups that split a sequence's heads ran 1.02-1.16x slower (bench/attention/NOTES.md,
+    run 48); here the rounding gave 1.007x geomean over regret.py's Triton kernel times, up to 1.12x
+    at B16 N4096 H2 equal lengths (run 49, H100)."""
     sms = INTERPRETER_SMS
     if device.type == "cuda":
         sms = _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-    return max(1, common.cdiv(GROUP_WAVES * sms, num_blocks))
+    whole = max(heads, 1)  # H = 0 launches nothing, but must not divide by zero
+    return max(1, common.cdiv(GROUP_WAVES * sms, num_blocks) // whole) * whole
 
 
-def launch(launcher, num_blocks: int, pairs: int, device: torch.device, before: tuple, after: tuple = ()) -> None:
-    """launcher(*before, program_base, group_size, *after) over num_blocks x pairs programs, in
-    grid_position's order (a launcher of mymetaops/triton/launch.py), in as many launches as the
+def launch(launcher, num_blocks: int, seqs: int, heads: int, device: torch.device, before: tuple,
+           after: tuple = ()) -> None:
+    """launcher(*before, program_base, group_size, *after) over num_blocks x seqs x heads programs,
+    in grid_position's order (a launcher of mymetaops/triton/launch.py), in as many launches as the
     runtime needs."""
-    group = group_size(device, num_blocks)
-    for base, count in common.grid_chunks(num_blocks * pairs, device, launcher.meta["num_warps"]):
+    group = group_size(device, num_blocks, heads)
+    for base, count in common.grid_chunks(num_blocks * seqs * heads, device, launcher.meta["num_warps"]):
         launcher((count,), device, *before, base, group, *after)
 
 

@@ -853,7 +853,7 @@ def forward(q, k, v, seq_offsets, max_seq_len, alpha, causal, num_targets, max_a
     launcher = _plan(_hstu_fwd_kernel, q, dv, causal, num_targets, max_attn_len, contextual_seq_len, config,
                      errors is not None)
     (qm, qh, _), (km, kh, _), (vm, vh, _), (om, oh, _) = q.stride(), k.stride(), v.stride(), out.stride()
-    checks.launch(launcher, cdiv(max_seq_len, config.block_m), batch * H, q.device,
+    checks.launch(launcher, cdiv(max_seq_len, config.block_m), batch, H, q.device,
                   (q, k, v, out, seq_offsets, num_targets, errors, error_op, qm, qh, km, kh, vm, vh, om, oh,
                    *_scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len)))
     return out
@@ -898,7 +898,7 @@ def backward(grad_out, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_tar
     scalars = _scalars(total, batch, H, max_seq_len, alpha, max_attn_len, contextual_seq_len)
     (dkm, dkh, _), (dvm, dvh, _) = dk.stride(), dv.stride()
     checks.launch(_plan(_hstu_bwd_dkdv_kernel, q, dv_dim, causal, num_targets, max_attn_len, contextual_seq_len,
-                        dkdv_config), cdiv(max_seq_len, dkdv_config.block_n), batch * H, q.device,
+                        dkdv_config), cdiv(max_seq_len, dkdv_config.block_n), batch, H, q.device,
                   (q, k, v, grad_out, dk, dv, seq_offsets, num_targets, *inputs, dkm, dkh, dvm, dvh, *scalars))
     _launch_dq(grad_out, q, k, v, dq, seq_offsets, num_targets, max_seq_len, causal, max_attn_len,
                contextual_seq_len, dq_config, inputs, scalars)
@@ -907,9 +907,9 @@ def backward(grad_out, q, k, v, seq_offsets, max_seq_len, alpha, causal, num_tar
 
 def _launch_dq(grad_out, q, k, v, dq, seq_offsets, num_targets, max_seq_len, causal, max_attn_len,
                contextual_seq_len, config, inputs, scalars):
-    (dqm, dqh, _), batch_heads = dq.stride(), (seq_offsets.shape[0] - 1) * q.shape[1]
+    dqm, dqh, _ = dq.stride()
     checks.launch(_plan(_hstu_bwd_dq_kernel, q, v.shape[2], causal, num_targets, max_attn_len, contextual_seq_len,
-                        config), cdiv(max_seq_len, config.block_m), batch_heads, q.device,
+                        config), cdiv(max_seq_len, config.block_m), seq_offsets.shape[0] - 1, q.shape[1], q.device,
                   (q, k, v, grad_out, dq, seq_offsets, num_targets, *inputs, dqm, dqh, *scalars))
 
 

@@ -642,7 +642,7 @@ def forward(q, k, v, seq_offsets, max_seq_len: int, causal: bool, scale: float, 
     num_m = max(1, cdiv(max_seq_len, config.block_m))  # >= 1: the zeroing and checks need a program
     (qm, qh, _), (km, kh, _), (vm, vh, _), (om, oh, _) = q.stride(), k.stride(), v.stride(), out.stride()
     checks.launch(_launcher(_jagged_attn_fwd_kernel, causal, dtype, dqk, dv, config, errors is not None), num_m,
-                  batch * heads, device, (q, k, v, seq_offsets, out, lse, errors, error_op, qm, qh, km, kh, vm, vh,
+                  batch, heads, device, (q, k, v, seq_offsets, out, lse, errors, error_op, qm, qh, km, kh, vm, vh,
                                           om, oh, total, max_seq_len, heads, batch, num_m), (scale * LOG2E,))
     return out, lse
 
@@ -700,7 +700,7 @@ def backward(grad_out, q, k, v, out, lse, seq_offsets, max_seq_len: int, causal:
     (dkm, dkh, _), (dvm, dvh, _) = dk.stride(), dv.stride()
     num_n = max(1, cdiv(max_seq_len, dkdv_config.block_n))
     checks.launch(_launcher(_jagged_attn_bwd_dkdv_kernel, causal, dtype, dqk, dv_dim, dkdv_config), num_n,
-                  batch * heads, device, (q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides, dkm, dkh, dvm,
+                  batch, heads, device, (q, k, v, grad_out, lse, delta, seq_offsets, dk, dv, *strides, dkm, dkh, dvm,
                                           dvh, total, max_seq_len, heads, batch, num_n), scalars)
     _launch_dq(q, k, v, grad_out, lse, delta, seq_offsets, dq, max_seq_len, causal, dq_config, strides, scalars)
     return dq, dk, dv
@@ -721,7 +721,7 @@ def _launch_dq(q, k, v, grad_out, lse, delta, seq_offsets, dq, max_seq_len, caus
     (total, heads, dqk), (dqm, dqh, _), batch = q.shape, dq.stride(), seq_offsets.shape[0] - 1
     num_m = max(1, cdiv(max_seq_len, config.block_m))
     checks.launch(_launcher(_jagged_attn_bwd_dq_kernel, causal, q.dtype, dqk, v.shape[2], config), num_m,
-                  batch * heads, q.device, (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total,
+                  batch, heads, q.device, (q, k, v, grad_out, lse, delta, seq_offsets, dq, *strides, dqm, dqh, total,
                                             max_seq_len, heads, batch, num_m), scalars)
 
 
