@@ -1,4 +1,4 @@
-"""Triton candidates' kernel times between two regret.py reports (the Triton grouping A/B of next.sh):
+"""Triton candidates' kernel times between two regret.py reports (run 49's A/B of the Triton grouping):
 per problem and Triton tile, before -> after, and the geomean speed-up per op.
 
     python bench/attention/prepared/compare_regret.py BEFORE.json AFTER.json
